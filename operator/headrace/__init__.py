@@ -1,0 +1,9 @@
+"""Headrace: Flink-grade stateful stream processing on Apache Spark, run by a Kubernetes operator.
+
+Layers (each package's docstring says what it owns; import-linter enforces the direction):
+``api`` (resource models and contracts) < ``core`` (pure decisions) < ``render`` (pure manifests) <
+``adapters`` (I/O) < ``controller`` (observe, decide, record, act) < ``handlers`` / ``cli`` (glue).
+``runtime`` is the agent inside the Spark driver; ``testbed`` builds and runs a local cluster.
+"""
+
+__version__ = "0.1.0"

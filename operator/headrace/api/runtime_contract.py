@@ -1,0 +1,56 @@
+"""The contract between the operator and its agent inside the driver (`headrace.runtime`).
+
+Owns: the environment variables the operator sets on the driver container, the control endpoint's
+paths and port defaults, the savepoint metadata file name and the runtime's exit codes. Both sides
+import these names from here, so they cannot drift.
+Never: logic. Plain constants and small typed records only.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Environment of the driver container (set by the operator, read by the runtime) -------------
+ENV_APP_NAME: Final = "HEADRACE_APP_NAME"  # metadata.name of the StreamingApp
+ENV_APP_NAMESPACE: Final = "HEADRACE_APP_NAMESPACE"
+ENV_RUN_ID: Final = "HEADRACE_RUN_ID"  # e.g. "r3": a run is one checkpoint lineage
+ENV_ATTEMPT: Final = "HEADRACE_ATTEMPT"  # attempt number within the run, from 1
+ENV_CHECKPOINT_DIR: Final = "HEADRACE_CHECKPOINT_DIR"  # this run's checkpoint root (any Hadoop URI)
+ENV_SAVEPOINT_DIR: Final = "HEADRACE_SAVEPOINT_DIR"  # where savepoints go unless a request names a path
+ENV_RESTORE_FROM: Final = "HEADRACE_RESTORE_FROM"  # savepoint path to restore from before the first batch
+ENV_STATE_BACKEND: Final = "HEADRACE_STATE_BACKEND"  # "rocksdb" | "hdfs"
+ENV_STATE_PARTITIONS: Final = "HEADRACE_STATE_PARTITIONS"  # spark.sql.shuffle.partitions for new checkpoints
+ENV_ALLOW_REPARTITION: Final = "HEADRACE_ALLOW_REPARTITION"  # "true": restore may repartition state
+ENV_MODE: Final = "HEADRACE_MODE"  # "continuous" | "bounded" (Trigger.AvailableNow, then exit 0)
+ENV_CONTROL_PORT: Final = "HEADRACE_CONTROL_PORT"
+ENV_CONTROL_TOKEN: Final = "HEADRACE_CONTROL_TOKEN"  # bearer token; requests without it are refused
+ENV_METRICS_PORT: Final = "HEADRACE_METRICS_PORT"
+ENV_POD_IP: Final = "HEADRACE_POD_IP"  # from the downward API; becomes spark.driver.host
+ENV_POD_NAME: Final = "HEADRACE_POD_NAME"  # becomes spark.kubernetes.driver.pod.name
+
+DEFAULT_CONTROL_PORT: Final = 4048
+DEFAULT_METRICS_PORT: Final = 9464
+DRIVER_PORT: Final = 7078
+BLOCK_MANAGER_PORT: Final = 7079
+SPARK_UI_PORT: Final = 4040
+
+# --- Control endpoint (HTTP, JSON, `Authorization: Bearer <token>`) ------------------------------
+PATH_STATUS: Final = "/v1/status"  # GET
+PATH_SAVEPOINT: Final = "/v1/savepoint"  # POST {"path": str | null, "reason": str}
+PATH_STOP_WITH_SAVEPOINT: Final = "/v1/stop-with-savepoint"  # POST {"path": str | null, "reason": str}
+PATH_RESCALE: Final = "/v1/rescale"  # POST {"executors": int}
+PATH_HEALTH: Final = "/healthz"  # GET, no token: 200 once the runtime serves
+PATH_METRICS: Final = "/metrics"  # GET on the metrics port, no token (Prometheus)
+
+# --- Savepoints ----------------------------------------------------------------------------------
+SAVEPOINT_METADATA_FILE: Final = "_headrace_savepoint.json"
+
+# --- Exit codes of `python -m headrace.runtime` --------------------------------------------------
+EXIT_OK: Final = 0  # bounded run finished, or stopped after stop-with-savepoint
+EXIT_FAILED: Final = 1  # the job failed (retryable from the checkpoint)
+EXIT_USAGE: Final = 2  # bad invocation
+EXIT_RESTORE_INCOMPATIBLE: Final = 3  # savepoint cannot be restored into this job: do not retry
+
+# The driver writes a one-line JSON reason ({"reason": CamelCase, "message": str}) here on exit;
+# Kubernetes copies it into the pod's container status so the operator can report it.
+TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"

@@ -1,0 +1,6 @@
+"""A real Kubernetes on one machine for tests and development, built from official sources.
+
+Owns: building the binaries (cached outside the repository), running etcd, the control plane, a
+node (containerd, runc, CNI, kubelet) and helper services such as a Kafka broker, and tearing all
+of it down. Never: imported by the operator or the runtime.
+"""
