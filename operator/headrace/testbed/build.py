@@ -103,7 +103,8 @@ def _build_kubernetes(out: Path) -> None:
         if (out / name).exists():
             continue
         target = out / f".{name}.partial"
-        _run(["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(target), f"k8s.io/kubernetes/cmd/{name}"], workdir)
+        command = ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(target), f"k8s.io/kubernetes/cmd/{name}"]
+        _run(command, workdir)
         target.rename(out / name)
 
 
