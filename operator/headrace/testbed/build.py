@@ -17,7 +17,7 @@ from pathlib import Path
 KUBERNETES_VERSION = "1.35.4"
 ETCD_VERSION = "3.6.16"
 
-KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "kube-proxy")
 
 # The staging modules of k8s.io/kubernetes 1.35: its go.mod requires them at v0.0.0, so a wrapper
 # module must pin each to the matching v0.35.N release.
