@@ -1,0 +1,43 @@
+"""Client of the control endpoint the Headrace runtime serves inside each driver pod."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from headrace.api import runtime_contract as contract
+
+
+class DriverUnavailable(Exception):
+    """The driver did not answer, or refused the request."""
+
+
+class DriverControl:
+    """Talks to one driver at `http://<pod ip>:<control port>` with its bearer token."""
+
+    def __init__(self, timeout_seconds: float = 10.0) -> None:
+        self.timeout_seconds = timeout_seconds
+
+    def _call(self, address: str, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        url = f"http://{address}:{contract.DEFAULT_CONTROL_PORT}{path}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # noqa: S310
+                return json.loads(response.read() or b"null")
+        except (urllib.error.URLError, TimeoutError, OSError, json.JSONDecodeError) as error:
+            raise DriverUnavailable(f"{method} {url}: {error}") from error
+
+    def status(self, address: str, token: str) -> dict[str, Any]:
+        """The runtime's status document (queries, last committed batch, progress)."""
+        result: dict[str, Any] = self._call(address, token, "GET", contract.PATH_STATUS)
+        return result
+
+    def rescale(self, address: str, token: str, executors: int) -> dict[str, Any]:
+        """Ask the running SparkContext for a new executor total."""
+        result: dict[str, Any] = self._call(address, token, "POST", contract.PATH_RESCALE, {"executors": executors})
+        return result

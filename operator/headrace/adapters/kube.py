@@ -1,0 +1,189 @@
+"""The Kubernetes API as the operator uses it: apps, driver pods, attempt objects, secrets, events.
+
+Creates are idempotent (AlreadyExists is success), deletes tolerate NotFound, and status writes
+are optimistic (a stale resourceVersion raises `Conflict`, and the caller reconciles again).
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from headrace.api import models, names
+
+HTTP_NOT_FOUND = 404
+HTTP_CONFLICT = 409
+
+
+class Conflict(Exception):
+    """The object changed since it was read; read it again and decide again."""
+
+
+def _ignore(status: int, error: ApiException) -> None:
+    if error.status != status:
+        raise error
+
+
+class KubeClient:
+    """Typed helpers over the official client (one instance per operator, thread-safe)."""
+
+    def __init__(self, api_client: client.ApiClient, *, component: str = "headrace-operator") -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.rbac = client.RbacAuthorizationV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.component = component
+
+    def to_dict(self, obj: Any) -> dict[str, Any]:
+        """An API object as the plain camelCase dict the server sent."""
+        result: dict[str, Any] = self.api_client.sanitize_for_serialization(obj)
+        return result
+
+    # ------------------------------------------------------------------------------------ apps --
+    def get_app(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The StreamingApp, read from the API server (not a cache), or None when gone."""
+        try:
+            body = cast(
+                dict[str, Any],
+                self.custom.get_namespaced_custom_object(
+                    models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name
+                ),
+            )
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return body
+
+    def list_apps(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every StreamingApp in a namespace, or in the cluster."""
+        if namespace is None:
+            result = cast(
+                dict[str, Any], self.custom.list_cluster_custom_object(models.GROUP, models.VERSION, models.APP_PLURAL)
+            )
+        else:
+            result = cast(
+                dict[str, Any],
+                self.custom.list_namespaced_custom_object(models.GROUP, models.VERSION, namespace, models.APP_PLURAL),
+            )
+        items: list[dict[str, Any]] = result.get("items", [])
+        return items
+
+    def replace_app_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """Write the whole status, guarded by the body's resourceVersion."""
+        metadata = body["metadata"]
+        updated = {**body, "status": status}
+        try:
+            result = cast(
+                dict[str, Any],
+                self.custom.replace_namespaced_custom_object_status(
+                    models.GROUP, models.VERSION, metadata["namespace"], models.APP_PLURAL, metadata["name"], updated
+                ),
+            )
+        except ApiException as error:
+            if error.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+                raise Conflict(str(error.reason)) from error
+            raise
+        return result
+
+    # ------------------------------------------------------------------------------------ pods --
+    def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        """Every driver pod of an app, of any run or attempt."""
+        selector = f"{names.APP}={app},{names.ROLE}={names.ROLE_DRIVER}"
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [self.to_dict(pod) for pod in pods.items]
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Delete a pod (background propagation: its executors follow)."""
+        try:
+            self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=grace_seconds, propagation_policy="Background"
+            )
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+
+    # ------------------------------------------------------------------------- other objects --
+    def create(self, obj: dict[str, Any]) -> None:
+        """Create one namespaced object of the kinds the operator makes; AlreadyExists is fine."""
+        namespace = obj["metadata"]["namespace"]
+        creators: dict[str, Any] = {
+            "Pod": self.core.create_namespaced_pod,
+            "Service": self.core.create_namespaced_service,
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "Secret": self.core.create_namespaced_secret,
+            "ServiceAccount": self.core.create_namespaced_service_account,
+            "Role": self.rbac.create_namespaced_role,
+            "RoleBinding": self.rbac.create_namespaced_role_binding,
+        }
+        try:
+            creators[obj["kind"]](namespace, obj)
+        except ApiException as error:
+            _ignore(HTTP_CONFLICT, error)
+
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        """Whether a Secret exists (tokens are never overwritten)."""
+        try:
+            self.core.read_namespaced_secret(name, namespace)
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return False
+        return True
+
+    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """One decoded value of a Secret, or None."""
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        data = secret.data or {}
+        return base64.b64decode(data[key]).decode() if key in data else None
+
+    def prune_attempt_objects(self, namespace: str, app: str, keep_run: int, keep_attempt: int) -> list[str]:
+        """Delete ConfigMaps and Services of attempts other than the given one; returns their names."""
+        selector = f"{names.APP}={app},{names.RUN}"
+        deleted = []
+        kinds: list[tuple[Any, Any]] = [
+            (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map),
+            (self.core.list_namespaced_service, self.core.delete_namespaced_service),
+        ]
+        for lister, deleter in kinds:
+            for item in lister(namespace, label_selector=selector).items:
+                labels = item.metadata.labels or {}
+                if labels.get(names.RUN) == str(keep_run) and labels.get(names.ATTEMPT) == str(keep_attempt):
+                    continue
+                try:
+                    deleter(item.metadata.name, namespace)
+                    deleted.append(item.metadata.name)
+                except ApiException as error:
+                    _ignore(HTTP_NOT_FOUND, error)
+        return deleted
+
+    # ---------------------------------------------------------------------------------- events --
+    def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:
+        """A core/v1 Event about an object (visible in `kubectl describe` and `kubectl events`)."""
+        metadata = involved["metadata"]
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{metadata['name']}.", namespace=metadata["namespace"]),
+            involved_object=client.V1ObjectReference(
+                api_version=involved.get("apiVersion"),
+                kind=involved.get("kind"),
+                name=metadata["name"],
+                namespace=metadata["namespace"],
+                uid=metadata.get("uid"),
+                resource_version=metadata.get("resourceVersion"),
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component=self.component),
+            reporting_component=self.component,
+            reporting_instance=self.component,
+        )
+        self.core.create_namespaced_event(metadata["namespace"], event)

@@ -1,0 +1,470 @@
+"""Pydantic models of the StreamingApp and StreamingSavepoint resources: the single source of truth.
+
+Owns: field names, types, defaults, single-field validation, descriptions (which become the CRD's and
+the docs' field reference), cross-field rules as CEL (`x-kubernetes-validations`), and each spec
+field's change kind (what a change to it requires; `headrace.core.changes` reads it).
+Never: decisions, I/O, the clock.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+GROUP: Final = "headrace.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "headrace.dev/v1alpha1"
+APP_KIND: Final = "StreamingApp"
+APP_PLURAL = "streamingapps"
+SAVEPOINT_KIND: Final = "StreamingSavepoint"
+SAVEPOINT_PLURAL = "streamingsavepoints"
+
+
+class ChangeKind(IntEnum):
+    """What a change to a spec field requires; when several fields change, the largest wins."""
+
+    IGNORE = 0  # bookkeeping only (e.g. savepoint retention)
+    SCALE = 1  # executors change in place through the running driver
+    UPGRADE = 2  # a new driver, applied according to upgradeMode
+    REDEPLOY = 3  # a new run whose state must pass through a savepoint (state partitions)
+
+
+def change(kind: ChangeKind) -> Any:
+    """Field metadata declaring what a change of that field requires (default: UPGRADE)."""
+    return kind
+
+
+DURATION_PATTERN = r"^([0-9]+(ms|s|m|h|d))+$"
+MEMORY_PATTERN = r"^[0-9]+[kKmMgGtT]?$"
+URI_PATTERN = r"^[a-zA-Z][a-zA-Z0-9+.-]*://.+$"
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN, examples=["30s", "5m", "1h30m"])]
+
+
+class Model(BaseModel):
+    """Base: camelCase names as in Kubernetes, unknown fields refused, values validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+
+
+class FreeForm(BaseModel):
+    """A Kubernetes object we pass through untouched (pod templates, volumes, env vars)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --------------------------------------------------------------------------------------- spec --
+
+
+class Application(Model):
+    """The user's PySpark script, run unmodified by the Headrace runtime in the driver."""
+
+    file: Annotated[
+        str,
+        Field(
+            pattern=r"^(local://|/).+\.py$",
+            description="The PySpark script inside the image, as local:///path/app.py or /path/app.py.",
+        ),
+    ]
+    args: list[str] = Field(default_factory=list, description="Arguments passed to the script.")
+    pyFiles: list[str] = Field(default_factory=list, description="Extra Python files or archives for the driver.")
+    packages: list[str] = Field(
+        default_factory=list,
+        description="Extra Maven coordinates (group:artifact:version) resolved at start (spark.jars.packages).",
+    )
+
+
+class DriverSpec(Model):
+    """Resources and pod customisation of the driver pod."""
+
+    cores: Annotated[int, Field(ge=1, le=64, description="Spark driver cores.")] = 1
+    memory: Annotated[str, Field(pattern=MEMORY_PATTERN, description="Driver JVM heap, e.g. 2g.")] = "1g"
+    coreRequest: Annotated[
+        str | None,
+        Field(description="Kubernetes CPU request of the driver pod (e.g. 500m); defaults to cores."),
+    ] = None
+    env: list[FreeForm] = Field(default_factory=list, description="Extra environment variables (EnvVar objects).")
+    podTemplate: FreeForm = Field(
+        default_factory=FreeForm, description="A Pod manifest merged into the driver pod (labels, tolerations...)."
+    )
+
+
+class ExecutorSpec(Model):
+    """Spark executors: the task slots of the job (Flink's TaskManagers)."""
+
+    instances: Annotated[
+        int,
+        Field(ge=0, le=1000, description="Number of executors; the scale subresource (kubectl scale) sets it."),
+        change(ChangeKind.SCALE),
+    ] = 1
+    cores: Annotated[int, Field(ge=1, le=64, description="Cores per executor.")] = 1
+    memory: Annotated[str, Field(pattern=MEMORY_PATTERN, description="Heap per executor, e.g. 2g.")] = "1g"
+    coreRequest: Annotated[
+        str | None,
+        Field(description="Kubernetes CPU request of each executor pod (e.g. 500m); defaults to cores."),
+    ] = None
+    podTemplate: FreeForm = Field(
+        default_factory=FreeForm, description="A Pod manifest Spark uses as the executor pod template."
+    )
+
+
+class StateSpec(Model):
+    """Where checkpoints and savepoints live and how state is stored."""
+
+    checkpointDir: Annotated[
+        str,
+        Field(
+            pattern=URI_PATTERN,
+            description="Root of the checkpoints (any Hadoop URI: s3a://, hdfs://, file:///mnt/state on a volume). "
+            "Each run gets <checkpointDir>/<namespace>/<app>/<run>.",
+        ),
+    ]
+    savepointDir: Annotated[
+        str | None,
+        Field(pattern=URI_PATTERN, description="Root of savepoints; required for upgradeMode savepoint."),
+        change(ChangeKind.IGNORE),
+    ] = None
+    backend: Annotated[
+        Literal["rocksdb", "hdfs"],
+        Field(description="State store: rocksdb (with changelog checkpointing) or hdfs (in-memory, heap)."),
+        change(ChangeKind.REDEPLOY),
+    ] = "rocksdb"
+    partitions: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=10000,
+            description="State partitions (spark.sql.shuffle.partitions), pinned by the checkpoint; changing it "
+            "goes through a savepoint and an offline repartition.",
+        ),
+        change(ChangeKind.REDEPLOY),
+    ] = 8
+
+
+class JobSpec(Model):
+    """The desired state of the job."""
+
+    state: Annotated[
+        Literal["running", "suspended"],
+        Field(description="running, or suspended: take a savepoint and remove the driver; resume restores it."),
+    ] = "running"
+
+
+class Backoff(Model):
+    """Exponential backoff between restarts."""
+
+    initialSeconds: Annotated[float, Field(ge=0, le=3600, description="Delay before the first restart.")] = 1.0
+    maxSeconds: Annotated[float, Field(ge=0, le=86400, description="Upper bound of the delay.")] = 300.0
+
+
+class RestartPolicy(Model):
+    """How failed drivers are replaced (from the latest checkpoint of the current run)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.backoff) || !has(self.backoff.maxSeconds) || !has(self.backoff.initialSeconds)"
+                    " || self.backoff.maxSeconds >= self.backoff.initialSeconds",
+                    "message": "restartPolicy.backoff.maxSeconds must be at least backoff.initialSeconds",
+                    "fieldPath": ".backoff.maxSeconds",
+                }
+            ]
+        }
+    )
+
+    type: Annotated[
+        Literal["Always", "OnFailure", "Never"],
+        Field(description="Always: restart after any exit; OnFailure: only after a failure; Never: go Failed."),
+        change(ChangeKind.IGNORE),
+    ] = "Always"
+    backoff: Annotated[Backoff, change(ChangeKind.IGNORE)] = Field(default_factory=Backoff)
+    maxRestartsInWindow: Annotated[
+        int,
+        Field(ge=0, le=10000, description="Restarts allowed within `window` before Failed."),
+        change(ChangeKind.IGNORE),
+    ] = 10
+    window: Annotated[
+        Duration, Field(description="The sliding window for maxRestartsInWindow."), change(ChangeKind.IGNORE)
+    ] = "30m"
+    healthyAfter: Annotated[
+        Duration, Field(description="A driver running this long resets the backoff."), change(ChangeKind.IGNORE)
+    ] = "2m"
+
+
+class SavepointPolicy(Model):
+    """Savepoint schedule, retention and one-off triggers."""
+
+    periodic: Annotated[
+        Duration | None, Field(description="Take a savepoint this often while running."), change(ChangeKind.IGNORE)
+    ] = None
+    retain: Annotated[
+        int,
+        Field(ge=1, le=1000, description="Completed savepoints to keep (older ones are deleted)."),
+        change(ChangeKind.IGNORE),
+    ] = 5
+    triggerNonce: Annotated[
+        int, Field(ge=0, description="Change it to take one savepoint now."), change(ChangeKind.IGNORE)
+    ] = 0
+    disposeOnDelete: Annotated[
+        bool,
+        Field(description="Delete savepoint files when their StreamingSavepoint is deleted (default keep)."),
+        change(ChangeKind.IGNORE),
+    ] = False
+
+
+class RestoreFrom(Model):
+    """Initial state of the first run."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.savepoint) != has(self.path)",
+                    "message": "restoreFrom needs exactly one of savepoint (a StreamingSavepoint name) or path",
+                }
+            ]
+        }
+    )
+
+    savepoint: Annotated[str | None, Field(description="Name of a StreamingSavepoint in the app's namespace.")] = None
+    path: Annotated[str | None, Field(pattern=URI_PATTERN, description="A savepoint directory URI.")] = None
+    allowRepartition: Annotated[
+        bool, Field(description="Allow restoring into a different number of state partitions (offline repartition).")
+    ] = False
+
+
+class RollbackPolicy(Model):
+    """Opt-in rollback of upgrades that do not become stable."""
+
+    enabled: Annotated[bool, Field(description="Roll back to the last stable spec when an upgrade fails.")] = False
+    stableAfter: Annotated[Duration, Field(description="How long a new spec must run before it counts as stable.")] = (
+        "2m"
+    )
+
+
+STREAMING_APP_SPEC_RULES: list[JsonValue] = [
+    {
+        "rule": "!has(self.upgradeMode) || self.upgradeMode != 'savepoint' || has(self.state.savepointDir)",
+        "message": "spec.state.savepointDir is required when spec.upgradeMode is savepoint: set it to a directory URI "
+        "such as s3a://bucket/savepoints, or choose upgradeMode last-state",
+        "fieldPath": ".state.savepointDir",
+        "reason": "FieldValueRequired",
+    },
+    {
+        "rule": "!has(self.job) || !has(self.job.state) || self.job.state != 'suspended'"
+        " || has(self.state.savepointDir)",
+        "message": "spec.state.savepointDir is required to suspend a job (suspending takes a savepoint)",
+        "fieldPath": ".state.savepointDir",
+        "reason": "FieldValueRequired",
+    },
+    {
+        "rule": "!has(self.savepoints) || !has(self.savepoints.periodic) || has(self.state.savepointDir)",
+        "message": "spec.state.savepointDir is required for periodic savepoints",
+        "fieldPath": ".state.savepointDir",
+        "reason": "FieldValueRequired",
+    },
+]
+
+
+class StreamingAppSpec(Model):
+    """The desired streaming job."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": STREAMING_APP_SPEC_RULES})
+
+    image: Annotated[str, Field(min_length=1, description="Container image with Spark, the runtime and the script.")]
+    imagePullPolicy: Annotated[Literal["Always", "IfNotPresent", "Never"], Field(description="Image pull policy.")] = (
+        "IfNotPresent"
+    )
+    application: Application
+    mode: Annotated[
+        Literal["continuous", "bounded"],
+        Field(description="continuous, or bounded: run every query with Trigger.AvailableNow and complete."),
+    ] = "continuous"
+    sparkConf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark configuration. Keys the operator owns (spark.master, checkpoint location, ...) are "
+        "refused with a message naming the field that sets them.",
+    )
+    driver: DriverSpec = Field(default_factory=DriverSpec)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    state: StateSpec
+    volumes: list[FreeForm] = Field(
+        default_factory=list, description="Pod volumes (e.g. a PVC for file:// checkpoints) for driver and executors."
+    )
+    volumeMounts: list[FreeForm] = Field(
+        default_factory=list, description="Mounts of `volumes` in the driver and executor containers."
+    )
+    upgradeMode: Annotated[
+        Literal["stateless", "last-state", "savepoint"],
+        Field(description="How spec changes that need a new driver are applied; never silently downgraded."),
+        change(ChangeKind.IGNORE),
+    ] = "last-state"
+    job: Annotated[JobSpec, change(ChangeKind.IGNORE)] = Field(default_factory=JobSpec)
+    restartPolicy: Annotated[RestartPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=RestartPolicy)
+    savepoints: Annotated[SavepointPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=SavepointPolicy)
+    restoreFrom: Annotated[RestoreFrom | None, change(ChangeKind.IGNORE)] = None
+    rollback: Annotated[RollbackPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=RollbackPolicy)
+    restartNonce: Annotated[
+        int,
+        Field(ge=0, description="Change it to restart the driver from the latest checkpoint."),
+        change(ChangeKind.IGNORE),
+    ] = 0
+    serviceAccountName: Annotated[
+        str | None,
+        Field(description="Use this ServiceAccount for driver and executors instead of the one Headrace creates."),
+    ] = None
+
+
+# ------------------------------------------------------------------------------------- status --
+
+Phase = Literal[
+    "Deploying",
+    "Running",
+    "Savepointing",
+    "Upgrading",
+    "Rescaling",
+    "Restarting",
+    "Suspended",
+    "Completed",
+    "Failed",
+    "RolledBack",
+]
+
+
+class Condition(Model):
+    """A Kubernetes-style condition (Ready, Progressing, Degraded)."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = ""
+    lastTransitionTime: str
+    observedGeneration: int | None = None
+
+
+class RunStatus(Model):
+    """The current run: one checkpoint lineage, with attempts (driver pods) inside it."""
+
+    number: int = Field(ge=1, description="Run number; a new run means a new checkpoint directory.")
+    attempt: int = Field(ge=1, description="Attempt within the run; each attempt is one driver pod.")
+    checkpointDir: str
+    driverPod: str
+    specHash: str = Field(description="Hash of the spec this attempt was started with.")
+    restoredFrom: str | None = None
+    startedAt: str | None = Field(default=None, description="When the driver container started running.")
+
+
+class RestartStatus(Model):
+    """Restart bookkeeping for the HA loop."""
+
+    total: int = 0
+    consecutive: int = Field(default=0, description="Failures since the driver was last healthy; drives the backoff.")
+    failureTimes: list[str] = Field(default_factory=list, description="Failure times within the window.")
+    lastFailureReason: str | None = None
+    lastFailureMessage: str | None = None
+    nextRetryAt: str | None = None
+
+
+class PendingOperation(Model):
+    """What the operator is in the middle of (the write-ahead log entry a restarted operator resumes)."""
+
+    kind: str
+    step: str
+    startedAt: str
+    run: int | None = None
+    attempt: int | None = None
+    detail: dict[str, str] = Field(default_factory=dict)
+
+
+class SavepointRef(Model):
+    """A completed savepoint."""
+
+    name: str | None = None
+    path: str
+    batchId: int | None = None
+    time: str | None = None
+
+
+class ProgressSummary(Model):
+    """A compact summary of the driver's latest progress."""
+
+    lastBatchId: int | None = None
+    lastBatchTime: str | None = None
+    inputRowsPerSecond: float | None = None
+    processedRowsPerSecond: float | None = None
+    watermark: str | None = None
+    stateRows: int | None = None
+
+
+class StreamingAppStatus(Model):
+    """Observed state, written only by the operator's status recorder."""
+
+    observedGeneration: int | None = None
+    phase: Phase | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    run: RunStatus | None = None
+    restarts: RestartStatus = Field(default_factory=RestartStatus)
+    executors: int = Field(default=0, description="Executors requested of the running driver (scale subresource).")
+    selector: str | None = Field(default=None, description="Label selector of the executor pods (for HPA).")
+    lastReconciledSpec: str | None = Field(default=None, description="The spec (JSON) the current driver runs.")
+    lastStableSpec: str | None = Field(default=None, description="The last spec (JSON) that ran stably.")
+    pendingOperation: PendingOperation | None = None
+    latestSavepoint: SavepointRef | None = None
+    progress: ProgressSummary | None = None
+    error: str | None = Field(default=None, description="Why the current spec is not applied, if it is not.")
+
+
+class StreamingApp(Model):
+    """A streaming job managed by Headrace."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    apiVersion: Literal["headrace.dev/v1alpha1"] = API_VERSION
+    kind: Literal["StreamingApp"] = APP_KIND
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: StreamingAppSpec
+    status: StreamingAppStatus = Field(default_factory=StreamingAppStatus)
+
+
+# ------------------------------------------------------------------------- StreamingSavepoint --
+
+
+class StreamingSavepointSpec(Model):
+    """One savepoint of an app."""
+
+    appName: Annotated[str, Field(min_length=1, description="The StreamingApp (same namespace).")]
+    reason: Annotated[
+        Literal["manual", "periodic", "upgrade", "suspend", "import"],
+        Field(description="Why the savepoint exists."),
+    ] = "manual"
+    path: Annotated[
+        str | None,
+        Field(pattern=URI_PATTERN, description="Set to import an existing savepoint; otherwise the operator chooses."),
+    ] = None
+    disposeOnDelete: Annotated[bool, Field(description="Delete the files when this resource is deleted.")] = False
+
+
+class StreamingSavepointStatus(Model):
+    """Outcome of a savepoint."""
+
+    phase: Literal["Pending", "InProgress", "Succeeded", "Failed"] | None = None
+    path: str | None = None
+    batchId: int | None = None
+    sizeBytes: int | None = None
+    time: str | None = None
+    message: str | None = None
+    observedGeneration: int | None = None
+
+
+class StreamingSavepoint(Model):
+    """A savepoint as its own resource."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    apiVersion: Literal["headrace.dev/v1alpha1"] = API_VERSION
+    kind: Literal["StreamingSavepoint"] = SAVEPOINT_KIND
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: StreamingSavepointSpec
+    status: StreamingSavepointStatus = Field(default_factory=StreamingSavepointStatus)

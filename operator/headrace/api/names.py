@@ -1,0 +1,95 @@
+"""Deterministic names and labels of everything the operator creates.
+
+Owns: how a run and attempt map to pod, service, configmap and account names (valid DNS labels,
+shortened with a stable hash when too long), the label keys, and the checkpoint path of a run.
+Never: decisions or I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "headrace"
+INSTANCE = "app.kubernetes.io/instance"
+COMPONENT = "app.kubernetes.io/component"
+APP = "headrace.dev/app"
+RUN = "headrace.dev/run"
+ATTEMPT = "headrace.dev/attempt"
+ROLE = "headrace.dev/role"
+SPEC_HASH = "headrace.dev/spec-hash"
+ROLE_DRIVER = "driver"
+ROLE_EXECUTOR = "executor"
+
+DNS_LABEL_MAX = 63
+EXECUTOR_PREFIX_MAX = 40  # Spark appends "-exec-<id>" and requires the whole name to be a DNS label
+
+
+def _fit(base: str, suffix: str, limit: int = DNS_LABEL_MAX) -> str:
+    """`base-suffix`, with base cut and a stable hash added when the result would exceed `limit`."""
+    name = f"{base}-{suffix}"
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(base.encode()).hexdigest()[:6]
+    keep = limit - len(suffix) - len(digest) - 2
+    return f"{base[:keep].rstrip('-')}-{digest}-{suffix}"
+
+
+def driver_pod(app: str, run: int, attempt: int) -> str:
+    """The driver pod of one attempt (also its hostname and the Service name)."""
+    return _fit(app, f"r{run}-a{attempt}-driver")
+
+
+def driver_service(app: str, run: int, attempt: int) -> str:
+    """The headless Service selecting exactly one driver pod."""
+    return driver_pod(app, run, attempt)
+
+
+def config_map(app: str, run: int, attempt: int) -> str:
+    """Spark configuration and executor pod template of one attempt."""
+    return _fit(app, f"r{run}-a{attempt}-conf")
+
+
+def executor_prefix(app: str, run: int, attempt: int) -> str:
+    """`spark.kubernetes.executor.podNamePrefix` of one attempt."""
+    return _fit(app, f"r{run}a{attempt}", EXECUTOR_PREFIX_MAX)
+
+
+def service_account(app: str) -> str:
+    """The ServiceAccount (and Role, RoleBinding) the driver uses to manage its executors."""
+    return _fit(app, "spark")
+
+
+def control_secret(app: str) -> str:
+    """The Secret holding the bearer token of the driver's control endpoint."""
+    return _fit(app, "control")
+
+
+def run_checkpoint_dir(root: str, namespace: str, app: str, run: int) -> str:
+    """Checkpoint directory of one run: `<root>/<namespace>/<app>/r<run>`."""
+    return f"{root.rstrip('/')}/{namespace}/{app}/r{run}"
+
+
+def savepoint_dir(root: str, namespace: str, app: str, savepoint_name: str) -> str:
+    """Directory of one savepoint: `<root>/<namespace>/<app>/<savepoint name>`."""
+    return f"{root.rstrip('/')}/{namespace}/{app}/{savepoint_name}"
+
+
+def app_labels(app: str) -> dict[str, str]:
+    """Labels on every object of an app."""
+    return {MANAGED_BY: MANAGED_BY_VALUE, INSTANCE: app, APP: app}
+
+
+def attempt_labels(app: str, run: int, attempt: int) -> dict[str, str]:
+    """Labels of the objects of one attempt."""
+    return {**app_labels(app), RUN: str(run), ATTEMPT: str(attempt)}
+
+
+def driver_labels(app: str, run: int, attempt: int) -> dict[str, str]:
+    """Labels of a driver pod (the Service selects on these)."""
+    return {**attempt_labels(app, run, attempt), ROLE: ROLE_DRIVER, COMPONENT: "driver"}
+
+
+def executor_selector(app: str) -> str:
+    """Label selector of an app's executor pods (status.selector, for the scale subresource)."""
+    return f"{APP}={app},{ROLE}={ROLE_EXECUTOR}"

@@ -1,0 +1,85 @@
+"""The `headrace` command: run the operator, generate CRDs, and run the local development cluster."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from headrace.api import crd
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def _crds(args: argparse.Namespace) -> int:
+    directory = Path(args.output)
+    if args.check:
+        stale = [
+            name
+            for name, manifest in crd.all_crds().items()
+            if not (directory / name).exists() or (directory / name).read_text() != crd.render_yaml(manifest)
+        ]
+        if stale:
+            print(f"CRDs in {directory} are out of date: {', '.join(stale)}; run `headrace crds`", file=sys.stderr)
+            return 1
+        return 0
+    for path in crd.write_crds(directory):
+        print(path)
+    return 0
+
+
+def _operator(args: argparse.Namespace) -> int:
+    import kopf
+
+    from headrace import handlers  # noqa: F401 - registers the handlers
+
+    namespaces = [item for item in os.environ.get("HEADRACE_NAMESPACES", "").split(",") if item]
+    peering = os.environ.get("HEADRACE_PEERING") or None
+    health = int(os.environ.get("HEADRACE_HEALTH_PORT", "8081"))
+    kopf.configure(verbose=args.verbose)
+    kopf.run(
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        standalone=peering is None,
+        peering_name=peering,
+        liveness_endpoint=f"http://0.0.0.0:{health}/healthz" if health else None,
+    )
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    if args.what == "apiserver":
+        from headrace.testbed import controlplane
+
+        return int(controlplane.main(args.rest) or 0)
+    import importlib
+
+    cluster = importlib.import_module("headrace.testbed.cluster")
+    return int(cluster.main(args.rest) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `headrace` command."""
+    parser = argparse.ArgumentParser(prog="headrace", description="Stateful stream processing on Spark, on Kubernetes.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    operator = commands.add_parser("operator", help="run the operator (also `python -m headrace`)")
+    operator.add_argument("--verbose", action="store_true")
+    operator.set_defaults(func=_operator)
+    crds = commands.add_parser("crds", help="generate the CRDs from the models")
+    crds.add_argument("--output", default=str(_repo_root() / "crds"))
+    crds.add_argument("--check", action="store_true", help="fail if the files differ from the models")
+    crds.set_defaults(func=_crds)
+    dev = commands.add_parser("dev", help="local development cluster built from source")
+    dev.add_argument("what", choices=["apiserver", "cluster"])
+    dev.add_argument("rest", nargs=argparse.REMAINDER)
+    dev.set_defaults(func=_dev)
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

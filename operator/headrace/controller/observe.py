@@ -1,0 +1,110 @@
+"""Turn Kubernetes objects into the planner's plain observation (reading only, no decisions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from headrace.api import names
+from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.core.observation import DriverPod, Observation, PodPhase
+from headrace.core.planner import AppView
+from headrace.core.timefmt import parse_time
+from headrace.core.validation import Problem
+
+_PHASES: set[str] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
+
+
+def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        state = container.get("state") or {}
+        if "terminated" in state:
+            terminated: dict[str, Any] = state["terminated"]
+            return terminated
+    return {}
+
+
+def _running_since(pod: dict[str, Any]) -> str | None:
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        running = (container.get("state") or {}).get("running")
+        if running and running.get("startedAt"):
+            started: str = running["startedAt"]
+            return started
+    return None
+
+
+def _termination_reason(terminated: dict[str, Any], pod_status: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The runtime writes {"reason", "message"} JSON as its termination message; Kubernetes adds its own."""
+    message = terminated.get("message")
+    if message:
+        try:
+            parsed = json.loads(message)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("reason"):
+            return str(parsed["reason"]), str(parsed.get("message", ""))
+    reason = pod_status.get("reason") or terminated.get("reason")
+    detail = pod_status.get("message") or (message.strip()[-500:] if message else None)
+    return reason, detail
+
+
+def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
+    """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
+    metadata = pod.get("metadata", {})
+    labels = metadata.get("labels") or {}
+    try:
+        run, attempt = int(labels[names.RUN]), int(labels[names.ATTEMPT])
+    except (KeyError, ValueError):
+        return None
+    status = pod.get("status") or {}
+    phase_text = status.get("phase") or "Pending"
+    phase: PodPhase = phase_text if phase_text in _PHASES else "Unknown"  # type: ignore[assignment]
+    terminated = _terminated(pod)
+    reason, message = _termination_reason(terminated, status) if terminated or phase == "Failed" else (None, None)
+    started = _running_since(pod)
+    return DriverPod(
+        name=metadata["name"],
+        run=run,
+        attempt=attempt,
+        phase=phase,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        reason=reason,
+        message=message,
+        exit_code=terminated.get("exitCode"),
+        running_since=parse_time(started) if started else None,
+        ip=status.get("podIP"),
+    )
+
+
+def observe(pods: list[dict[str, Any]]) -> Observation:
+    """The observation built from an app's driver pods."""
+    drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
+    return Observation(drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))))
+
+
+def app_view(body: dict[str, Any]) -> AppView:
+    """The app as the planner sees it; a spec that does not parse becomes problems naming fields."""
+    metadata = body["metadata"]
+    problems: tuple[Problem, ...] = ()
+    spec: StreamingAppSpec | None
+    try:
+        spec = StreamingAppSpec.model_validate(body.get("spec") or {})
+    except ValidationError as error:
+        spec = None
+        problems = tuple(
+            Problem("spec." + ".".join(str(part) for part in item["loc"]), item["msg"]) for item in error.errors()
+        )
+    try:
+        status = StreamingAppStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        status = StreamingAppStatus()  # unreadable status: start over rather than crash-loop
+    return AppView(
+        name=metadata["name"],
+        namespace=metadata["namespace"],
+        generation=int(metadata.get("generation", 1)),
+        spec=spec,
+        status=status,
+        parse_problems=problems,
+    )

@@ -1,0 +1,141 @@
+"""One reconciliation of one app: observe, decide, record the intent, act, post events.
+
+The status written before acting is the write-ahead log: a crash after it leaves
+`pendingOperation` behind, and the next reconciliation (of this or a restarted operator) resumes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from headrace.adapters.driver import DriverControl, DriverUnavailable
+from headrace.adapters.kube import Conflict, KubeClient
+from headrace.api import names
+from headrace.controller.metrics import OperatorMetrics, restart_reason_label
+from headrace.controller.observe import app_view, observe
+from headrace.core.plan import Action, DeletePod, EnsureDriver, Plan, RescaleInPlace
+from headrace.core.planner import decide, spec_hash
+from headrace.render import manifests
+
+logger = logging.getLogger(__name__)
+
+CONFLICT_RETRY_SECONDS = 0.2
+DRIVER_RETRY_SECONDS = 5.0
+
+
+class Reconciler:
+    """Carries out the planner's decisions for one app at a time (callers serialize per app)."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        driver: DriverControl,
+        metrics: OperatorMetrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.kube = kube
+        self.driver = driver
+        self.metrics = metrics
+        self.clock = clock
+
+    def reconcile(self, namespace: str, name: str) -> float | None:
+        """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
+        started = time.monotonic()
+        try:
+            delay = self._reconcile(namespace, name)
+        except Conflict:
+            self.metrics.reconciles.labels("conflict").inc()
+            return CONFLICT_RETRY_SECONDS
+        except Exception:
+            self.metrics.reconciles.labels("error").inc()
+            raise
+        finally:
+            self.metrics.reconcile_seconds.observe(time.monotonic() - started)
+        self.metrics.reconciles.labels("success").inc()
+        return delay
+
+    def _reconcile(self, namespace: str, name: str) -> float | None:
+        body = self.kube.get_app(namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            self.metrics.record_phase((namespace, name), None)
+            return None
+        view = app_view(body)
+        observation = observe(self.kube.list_driver_pods(namespace, name))
+        now = self.clock()
+        plan = decide(view, observation, now)
+        if plan.status != view.status:
+            body = self.kube.replace_app_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+        self.metrics.record_phase((namespace, name), plan.status.phase)
+        delay = plan.requeue_after
+        for action in plan.actions:
+            delay = _sooner(delay, self._act(body, action))
+        self._post_events(body, plan, now)
+        return delay
+
+    def _post_events(self, body: dict[str, Any], plan: Plan, now: datetime) -> None:
+        for event in plan.events:
+            if event.reason == "DriverFailed":
+                self.metrics.restarts.labels(restart_reason_label(plan.status.restarts.lastFailureReason)).inc()
+            self.metrics.events.labels(event.type).inc()
+            try:
+                self.kube.post_event(body, type_=event.type, reason=event.reason, message=event.message, now=now)
+            except Exception:  # an event lost is not worth a failed reconcile
+                logger.exception("could not post event %s", event.reason)
+
+    def _act(self, body: dict[str, Any], action: Action) -> float | None:
+        self.metrics.actions.labels(type(action).__name__).inc()
+        namespace = body["metadata"]["namespace"]
+        if isinstance(action, EnsureDriver):
+            self._ensure_driver(body, action)
+            return None
+        if isinstance(action, DeletePod):
+            logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
+            self.kube.delete_pod(namespace, action.name)
+            return None
+        return self._rescale(body, action)
+
+    def _ensure_driver(self, body: dict[str, Any], action: EnsureDriver) -> None:
+        metadata = body["metadata"]
+        attempt = manifests.Attempt(
+            app=metadata["name"],
+            namespace=metadata["namespace"],
+            app_uid=metadata["uid"],
+            run=action.run,
+            attempt=action.attempt,
+            spec=action.spec,
+            spec_hash=spec_hash(action.spec),
+            checkpoint_dir=action.checkpoint_dir,
+            restore_from=action.restore_from,
+        )
+        if not self.kube.secret_exists(attempt.namespace, names.control_secret(attempt.app)):
+            self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
+        self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
+        for obj in manifests.attempt_objects(attempt):
+            self.kube.create(obj)
+
+    def _rescale(self, body: dict[str, Any], action: RescaleInPlace) -> float | None:
+        metadata = body["metadata"]
+        token = self.kube.read_secret_value(
+            metadata["namespace"], names.control_secret(metadata["name"]), manifests.TOKEN_KEY
+        )
+        if action.address is None or token is None:
+            return DRIVER_RETRY_SECONDS
+        try:
+            self.driver.rescale(action.address, token, action.executors)
+        except DriverUnavailable:
+            logger.warning("rescale of %s/%s failed; will retry", metadata["namespace"], metadata["name"])
+            return DRIVER_RETRY_SECONDS
+        return None
+
+
+def _sooner(first: float | None, second: float | None) -> float | None:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return min(first, second)

@@ -1,0 +1,100 @@
+"""A work queue of app keys, like client-go's: one worker per key at a time, delayed re-adds, retries.
+
+A key added while it is being processed is processed once more afterwards; a failing key is
+retried with exponential backoff. The processing function runs in a thread (the Kubernetes client
+is synchronous), on a bounded pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+class WorkQueue:
+    """Deduplicating queue with `workers` concurrent workers."""
+
+    def __init__(
+        self,
+        process: Callable[[Key], float | None],
+        *,
+        workers: int = 8,
+        retry_base_seconds: float = 0.5,
+        retry_max_seconds: float = 60.0,
+    ) -> None:
+        self._process = process
+        self._workers = workers
+        self._retry_base = retry_base_seconds
+        self._retry_max = retry_max_seconds
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: set[Key] = set()
+        self._processing: set[Key] = set()
+        self._dirty: set[Key] = set()
+        self._failures: dict[Key, int] = {}
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
+
+    def add(self, key: Key) -> None:
+        """Process `key` soon (once, however often it is added before a worker takes it)."""
+        if key in self._processing:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: Key, delay: float) -> None:
+        """Process `key` after `delay` seconds (an earlier pending timer wins)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        timer = self._timers.get(key)
+        if timer is not None and not timer.cancelled() and timer.when() <= due:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timers[key] = loop.call_at(due, self._fire, key)
+
+    def _fire(self, key: Key) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    async def _worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._processing.add(key)
+            try:
+                delay = await loop.run_in_executor(self._pool, self._process, key)
+                self._failures.pop(key, None)
+            except Exception:
+                failures = self._failures.get(key, 0) + 1
+                self._failures[key] = failures
+                delay = min(self._retry_base * 2 ** (failures - 1), self._retry_max)
+                logger.exception("reconciling %s/%s failed (%d in a row); retrying in %.1fs", *key, failures, delay)
+            finally:
+                self._processing.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                self.add(key)
+            elif delay is not None:
+                self.add_after(key, delay)
+
+    def start(self) -> None:
+        """Start the workers on the running event loop."""
+        self._tasks = [asyncio.create_task(self._worker(), name=f"reconcile-{index}") for index in range(self._workers)]
+
+    async def stop(self) -> None:
+        """Stop the workers and timers (a reconcile already running in a thread finishes on its own)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)

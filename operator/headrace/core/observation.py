@@ -1,0 +1,48 @@
+"""What the observer saw, as plain immutable data the planner decides on.
+
+Never: I/O. The controller's observer builds these from Kubernetes objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+@dataclass(frozen=True)
+class DriverPod:
+    """One driver pod of the app, of any run and attempt."""
+
+    name: str
+    run: int
+    attempt: int
+    phase: PodPhase
+    deleting: bool = False
+    reason: str | None = None  # e.g. Evicted, OOMKilled, Error, the runtime's termination reason
+    message: str | None = None
+    exit_code: int | None = None
+    running_since: datetime | None = None
+    ip: str | None = None
+
+    @property
+    def terminated(self) -> bool:
+        """The pod's containers have stopped for good."""
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the planner may look at besides spec and status."""
+
+    drivers: tuple[DriverPod, ...] = ()
+
+    def driver(self, run: int, attempt: int) -> DriverPod | None:
+        """The pod of one attempt, if it exists."""
+        return next((pod for pod in self.drivers if pod.run == run and pod.attempt == attempt), None)
+
+    def others(self, run: int, attempt: int) -> tuple[DriverPod, ...]:
+        """Every driver pod that is not the given attempt's (the fence waits for these to be gone)."""
+        return tuple(pod for pod in self.drivers if not (pod.run == run and pod.attempt == attempt))

@@ -1,0 +1,327 @@
+"""Manifests of one attempt: driver Pod, headless Service, ConfigMap, RBAC, control Secret."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from headrace.api import names
+from headrace.api import runtime_contract as contract
+from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.render.merge import merge
+from headrace.render.quantities import pod_memory
+
+CONF_DIR = "/opt/headrace/conf"
+SPARK_DEFAULTS = "spark-defaults.conf"
+EXECUTOR_TEMPLATE = "executor-pod-template.yaml"
+DRIVER_CONTAINER = "driver"
+EXECUTOR_CONTAINER = "executor"
+TOKEN_KEY = "token"
+DRIVER_OVERHEAD_FACTOR = 0.4  # the driver also runs the Python interpreter of the user's script
+EXECUTOR_OVERHEAD_FACTOR = 0.4  # and executors run Python workers
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Identity of the attempt being rendered."""
+
+    app: str
+    namespace: str
+    app_uid: str
+    run: int
+    attempt: int
+    spec: StreamingAppSpec
+    spec_hash: str
+    checkpoint_dir: str
+    restore_from: str | None = None
+
+
+def owner_reference(app: str, uid: str) -> dict[str, Any]:
+    """The StreamingApp as controlling owner (deleting it deletes everything below)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": APP_KIND,
+        "name": app,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(name: str, attempt: Attempt, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": attempt.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(attempt.app, attempt.app_uid)],
+    }
+
+
+def _service_account_name(attempt: Attempt) -> str:
+    return attempt.spec.serviceAccountName or names.service_account(attempt.app)
+
+
+def spark_conf(attempt: Attempt) -> dict[str, str]:
+    """spark-defaults.conf of the attempt: what the operator owns, then the user's extra settings."""
+    spec = attempt.spec
+    conf = {
+        "spark.submit.deployMode": "client",
+        "spark.app.name": f"{attempt.namespace}.{attempt.app}",
+        "spark.kubernetes.namespace": attempt.namespace,
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.container.image.pullPolicy": spec.imagePullPolicy,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": _service_account_name(attempt),
+        "spark.kubernetes.authenticate.executor.serviceAccountName": _service_account_name(attempt),
+        "spark.kubernetes.executor.podNamePrefix": names.executor_prefix(attempt.app, attempt.run, attempt.attempt),
+        "spark.kubernetes.executor.podTemplateFile": f"{CONF_DIR}/{EXECUTOR_TEMPLATE}",
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.kubernetes.executor.deleteOnTermination": "true",
+        "spark.executor.instances": str(spec.executor.instances),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": spec.executor.memory,
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": spec.driver.memory,
+        "spark.driver.bindAddress": "0.0.0.0",  # noqa: S104 - executors connect from other pods
+        "spark.driver.port": str(contract.DRIVER_PORT),
+        "spark.blockManager.port": str(contract.BLOCK_MANAGER_PORT),
+        "spark.ui.port": str(contract.SPARK_UI_PORT),
+        "spark.sql.shuffle.partitions": str(spec.state.partitions),
+    }
+    for key, value in {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}.items():
+        conf[f"spark.kubernetes.executor.label.{key}"] = value
+    if spec.executor.coreRequest:
+        conf["spark.kubernetes.executor.request.cores"] = spec.executor.coreRequest
+    if spec.application.packages:
+        conf["spark.jars.packages"] = ",".join(spec.application.packages)
+    if spec.application.pyFiles:
+        conf["spark.submit.pyFiles"] = ",".join(spec.application.pyFiles)
+    return {**conf, **spec.sparkConf}
+
+
+def render_spark_defaults(conf: dict[str, str]) -> str:
+    """The text of spark-defaults.conf."""
+    return "".join(f"{key} {value}\n" for key, value in sorted(conf.items()))
+
+
+def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
+    """The pod template Spark uses for executors: volumes and mounts, merged with the user's template."""
+    spec = attempt.spec
+    ours: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}},
+        "spec": {
+            "enableServiceLinks": False,
+            "containers": [
+                {
+                    "name": EXECUTOR_CONTAINER,
+                    "volumeMounts": [mount.model_dump() for mount in spec.volumeMounts],
+                    "resources": {
+                        "requests": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
+                        "limits": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
+                    },
+                }
+            ],
+            "volumes": [volume.model_dump() for volume in spec.volumes],
+        },
+    }
+    result: dict[str, Any] = merge(ours, spec.executor.podTemplate.model_dump())
+    return result
+
+
+def config_map(attempt: Attempt) -> dict[str, Any]:
+    """The ConfigMap mounted at SPARK_CONF_DIR in the driver."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(
+            names.config_map(attempt.app, attempt.run, attempt.attempt),
+            attempt,
+            names.attempt_labels(attempt.app, attempt.run, attempt.attempt),
+        ),
+        "data": {
+            SPARK_DEFAULTS: render_spark_defaults(spark_conf(attempt)),
+            EXECUTOR_TEMPLATE: yaml.safe_dump(executor_pod_template(attempt), sort_keys=False),
+        },
+    }
+
+
+def _ports() -> list[dict[str, Any]]:
+    return [
+        {"name": "driver-rpc", "containerPort": contract.DRIVER_PORT},
+        {"name": "blockmanager", "containerPort": contract.BLOCK_MANAGER_PORT},
+        {"name": "spark-ui", "containerPort": contract.SPARK_UI_PORT},
+        {"name": "control", "containerPort": contract.DEFAULT_CONTROL_PORT},
+        {"name": "metrics", "containerPort": contract.DEFAULT_METRICS_PORT},
+    ]
+
+
+def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
+    spec = attempt.spec
+    plain = {
+        contract.ENV_APP_NAME: attempt.app,
+        contract.ENV_APP_NAMESPACE: attempt.namespace,
+        contract.ENV_RUN_ID: f"r{attempt.run}",
+        contract.ENV_ATTEMPT: str(attempt.attempt),
+        contract.ENV_CHECKPOINT_DIR: attempt.checkpoint_dir,
+        contract.ENV_STATE_BACKEND: spec.state.backend,
+        contract.ENV_STATE_PARTITIONS: str(spec.state.partitions),
+        contract.ENV_MODE: spec.mode,
+        contract.ENV_CONTROL_PORT: str(contract.DEFAULT_CONTROL_PORT),
+        contract.ENV_METRICS_PORT: str(contract.DEFAULT_METRICS_PORT),
+        "SPARK_CONF_DIR": CONF_DIR,
+    }
+    if spec.state.savepointDir:
+        plain[contract.ENV_SAVEPOINT_DIR] = names.savepoint_dir(
+            spec.state.savepointDir, attempt.namespace, attempt.app, ""
+        ).rstrip("/")
+    if attempt.restore_from:
+        plain[contract.ENV_RESTORE_FROM] = attempt.restore_from
+        allow = spec.restoreFrom is not None and spec.restoreFrom.allowRepartition
+        plain[contract.ENV_ALLOW_REPARTITION] = "true" if allow else "false"
+    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
+    env += [
+        {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": contract.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {
+            "name": contract.ENV_CONTROL_TOKEN,
+            "valueFrom": {"secretKeyRef": {"name": names.control_secret(attempt.app), "key": TOKEN_KEY}},
+        },
+    ]
+    return env + [variable.model_dump() for variable in spec.driver.env]
+
+
+def _script_args(attempt: Attempt) -> list[str]:
+    application = attempt.spec.application
+    return [application.file.removeprefix("local://"), *application.args]
+
+
+def driver_pod(attempt: Attempt) -> dict[str, Any]:
+    """The driver pod: Spark in client mode under the Headrace runtime (restartPolicy Never)."""
+    spec = attempt.spec
+    name = names.driver_pod(attempt.app, attempt.run, attempt.attempt)
+    memory = pod_memory(spec.driver.memory, DRIVER_OVERHEAD_FACTOR)
+    labels = {**names.driver_labels(attempt.app, attempt.run, attempt.attempt), names.SPEC_HASH: attempt.spec_hash}
+    ours: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(name, attempt, labels),
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": _service_account_name(attempt),
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 30,
+            "containers": [
+                {
+                    "name": DRIVER_CONTAINER,
+                    "image": spec.image,
+                    "imagePullPolicy": spec.imagePullPolicy,
+                    "args": _script_args(attempt),
+                    "env": _driver_env(attempt),
+                    "ports": _ports(),
+                    "resources": {
+                        "requests": {"cpu": spec.driver.coreRequest or str(spec.driver.cores), "memory": memory},
+                        "limits": {"memory": memory},
+                    },
+                    "volumeMounts": [
+                        {"name": "spark-conf", "mountPath": CONF_DIR, "readOnly": True},
+                        *[mount.model_dump() for mount in spec.volumeMounts],
+                    ],
+                    "terminationMessagePath": contract.TERMINATION_MESSAGE_PATH,
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "spark-conf",
+                    "configMap": {"name": names.config_map(attempt.app, attempt.run, attempt.attempt)},
+                },
+                *[volume.model_dump() for volume in spec.volumes],
+            ],
+        },
+    }
+    result: dict[str, Any] = merge(ours, spec.driver.podTemplate.model_dump())
+    return result
+
+
+def driver_service(attempt: Attempt) -> dict[str, Any]:
+    """A headless Service selecting only this attempt's driver pod (executors connect through it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(
+            names.driver_service(attempt.app, attempt.run, attempt.attempt),
+            attempt,
+            names.attempt_labels(attempt.app, attempt.run, attempt.attempt),
+        ),
+        "spec": {
+            "clusterIP": "None",
+            "selector": names.driver_labels(attempt.app, attempt.run, attempt.attempt),
+            "ports": [
+                {"name": port["name"], "port": port["containerPort"], "targetPort": port["containerPort"]}
+                for port in _ports()
+            ],
+        },
+    }
+
+
+def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding letting the driver manage its executor pods."""
+    name = names.service_account(app)
+    labels = names.app_labels(app)
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"],
+        },
+        {"apiGroups": [""], "resources": ["services", "configmaps"], "verbs": ["create", "get", "list", "delete"]},
+        {
+            "apiGroups": [""],
+            "resources": ["persistentvolumeclaims"],
+            "verbs": ["create", "get", "list", "delete", "deletecollection"],
+        },
+    ]
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(name, attempt, labels),
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(name, attempt, labels),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": _service_account_name(attempt), "namespace": namespace}],
+        },
+    ]
+    if attempt.spec.serviceAccountName is None:
+        objects.insert(0, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(name, attempt, labels)})
+    del app_uid
+    return objects
+
+
+def control_secret(attempt: Attempt, token: str) -> dict[str, Any]:
+    """The Secret with the driver control endpoint's bearer token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _metadata(names.control_secret(attempt.app), attempt, names.app_labels(attempt.app)),
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
+def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
+    """Everything one attempt needs, in creation order (the pod last: what it mounts exists first).
+    The control Secret is separate because its token is made at the edge."""
+    return [
+        *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
+        config_map(attempt),
+        driver_service(attempt),
+        driver_pod(attempt),
+    ]
