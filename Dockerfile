@@ -1,0 +1,132 @@
+ARG BASE=docker.io/library/debian:bookworm-slim
+# Headrace's images, from one file:
+#   --target operator : the kopf operator (Python 3.11, no JVM), runs `python -m headrace`
+#   --target spark    : the Spark application base image (JRE 17, pyspark 4.3.0, the Kafka connector,
+#                       headrace[runtime]); the driver runs `python -m headrace.runtime <script> <args>`,
+#                       executors run `executor` (see docker/spark-entrypoint.sh). Users extend it
+#                       with their job under /opt/headrace/apps/.
+# Everything is pinned: Python packages by uv.lock (with hashes), the connector by
+# docker/kafka-connector/pom.xml, build tools by docker/build-requirements.txt, Debian by release.
+# Heavy layers come first, the repository's sources last, so a source change rebuilds little.
+# Build args only needed behind a TLS-intercepting proxy (the project's testbed passes them):
+#   BUILD_CA  : path of a CA bundle mounted into the build (Maven's truststore is made from it)
+#   PIP_CERT  : the same path, for pip
+
+# --- Python 3.11: what both images run ------------------------------------------------------------
+FROM ${BASE} AS python-runtime
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates python3.11 \
+ && rm -rf /var/lib/apt/lists/*
+
+# --- ... plus a virtual environment with pip, where dependencies are installed ---------------------
+FROM python-runtime AS python
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3.11-venv \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3.11 -m venv /opt/venv
+
+# --- Pinned requirements exported from uv.lock (only this file's content reaches the images) ----
+FROM python AS requirements
+ARG PIP_CERT
+COPY docker/build-requirements.txt /tmp/build-requirements.txt
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --require-hashes -r /tmp/build-requirements.txt
+COPY pyproject.toml uv.lock /src/
+WORKDIR /src
+RUN mkdir /requirements \
+ && uv export --frozen --no-dev --no-emit-project --format requirements.txt \
+      --output-file /requirements/operator.txt \
+ && uv export --frozen --no-dev --no-emit-project --format requirements.txt --extra runtime \
+      --output-file /requirements/spark.txt
+
+# --- The headrace package, built from the sources and staged for copying into /opt/venv ----------
+FROM requirements AS headrace
+COPY README.md /src/
+COPY operator/ /src/operator/
+RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels /src \
+ && pip install --no-deps --no-index --prefix /staging /wheels/*.whl
+
+# --- The Spark Kafka connector and its dependencies, from Maven Central ----------------------------
+FROM ${BASE} AS kafka-jars
+ARG BUILD_CA
+ENV DEBIAN_FRONTEND=noninteractive
+# With BUILD_CA, split the bundle into single certificates before ca-certificates-java builds
+# Java's truststore from /etc/ssl/certs (it reads one certificate per file).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && if [ -n "${BUILD_CA:-}" ]; then \
+      awk '/BEGIN CERTIFICATE/ {n++; out = sprintf("/usr/local/share/ca-certificates/build-ca-%03d.crt", n)} \
+           out {print > out} /END CERTIFICATE/ {close(out); out = ""}' "${BUILD_CA}" \
+      && update-ca-certificates; \
+    fi \
+ && mkdir -p /usr/share/man/man1 \
+ && apt-get install -y --no-install-recommends maven \
+ && rm -rf /var/lib/apt/lists/*
+COPY docker/kafka-connector/pom.xml /build/pom.xml
+# Repository layout (group/artifact/version/file) lets the spark stage know each jar's artifact.
+RUN --mount=type=cache,target=/root/.m2 \
+    mvn -B -ntp -f /build/pom.xml dependency:copy-dependencies \
+      -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/jars
+
+# --- JRE 17 and pyspark with the runtime dependencies --------------------------------------------
+FROM python AS spark-dependencies
+ARG PIP_CERT
+# Debian's openjdk-17-jre-headless includes the jdk.incubator.vector module Spark asks for.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17
+COPY --from=requirements /requirements/spark.txt /tmp/requirements.txt
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --no-deps --require-hashes -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+
+FROM spark-dependencies AS connector-jars
+COPY --from=kafka-jars /jars /tmp/kafka-jars
+COPY docker/select-connector-jars.sh /tmp/select-connector-jars.sh
+RUN bash /tmp/select-connector-jars.sh /tmp/kafka-jars \
+      /opt/venv/lib/python3.11/site-packages/pyspark/jars /connector-jars
+
+# --- target: spark ---------------------------------------------------------------------------------
+FROM spark-dependencies AS spark
+ENV JAVA_HOME=/usr/lib/jvm/java-17 \
+    SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/opt/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
+RUN groupadd --system --gid 185 spark \
+ && useradd --system --uid 185 --gid spark --home-dir /opt/headrace --no-create-home spark \
+ && mkdir -p /opt/headrace/bin \
+ && chown spark:spark /opt/headrace
+COPY --from=connector-jars /connector-jars/ ${SPARK_HOME}/jars/
+COPY docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
+COPY apps/ /opt/headrace/apps/
+COPY --from=headrace /staging/ /opt/venv/
+WORKDIR /opt/headrace
+USER 185
+ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/opt/headrace/bin/spark-entrypoint"]
+
+# --- The operator's dependencies, without pip ----------------------------------------------------
+FROM python AS operator-dependencies
+ARG PIP_CERT
+COPY --from=requirements /requirements/operator.txt /tmp/requirements.txt
+# kubernetes/aio (an asyncio copy of the whole client, 68 MB) is unused by the operator: it is
+# dropped to keep the image small (tests/testbed/test_images.py fails if the operator imports it).
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --no-deps --require-hashes -r /tmp/requirements.txt \
+ && rm -rf /opt/venv/lib/python3.11/site-packages/kubernetes/aio \
+ && pip uninstall --yes pip setuptools
+
+# --- target: operator ------------------------------------------------------------------------------
+FROM python-runtime AS operator
+RUN groupadd --gid 10001 headrace \
+ && useradd --uid 10001 --gid headrace --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin headrace
+COPY --from=operator-dependencies /opt/venv /opt/venv
+COPY --from=headrace /staging/ /opt/venv/
+USER 10001
+ENTRYPOINT ["/opt/venv/bin/python", "-m", "headrace"]

@@ -1,0 +1,67 @@
+#!/bin/bash
+# Entrypoint of the Headrace Spark image (runs under tini).
+#   executor  -> a Spark executor, started the way Spark's Kubernetes backend expects: it creates
+#                executor pods with this image, args `executor` and SPARK_* variables (the
+#                equivalent of upstream Spark's docker entrypoint.sh, which pyspark does not ship)
+#   driver    -> spark-submit in client mode (upstream's `driver`, for spark-submit --deploy-mode cluster)
+#   otherwise -> the Headrace driver runtime: python -m headrace.runtime <script> <args>
+set -euo pipefail
+
+# Hadoop's login needs a user name; arbitrary uids (OpenShift) get one where /etc/passwd allows it.
+ensure_passwd_entry() {
+  local uid
+  uid=$(id -u)
+  if ! getent passwd "$uid" >/dev/null && [[ -w /etc/passwd ]]; then
+    echo "$uid:x:$uid:$(id -g):${SPARK_USER_NAME:-anonymous uid}:$SPARK_HOME:/bin/false" >>/etc/passwd
+  fi
+}
+
+# Same order as upstream: conf dir, Hadoop conf, user classpath, Spark's jars, extra classpath.
+spark_classpath() {
+  local classpath="${SPARK_CLASSPATH:+$SPARK_CLASSPATH:}$SPARK_HOME/jars/*"
+  classpath+="${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"
+  classpath="${HADOOP_CONF_DIR:+$HADOOP_CONF_DIR:}$classpath"
+  classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$classpath"
+  echo "$classpath${SPARK_DIST_CLASSPATH:+:$SPARK_DIST_CLASSPATH}"
+}
+
+# The driver passes the executor's JVM options as SPARK_JAVA_OPT_0, SPARK_JAVA_OPT_1, ... (one each).
+executor_java_options=()
+collect_executor_java_options() {
+  local name
+  while IFS= read -r name; do
+    executor_java_options+=("${!name}")
+  done < <(compgen -e | grep -E '^SPARK_JAVA_OPT_[0-9]+$' | sort -t_ -k4 -n)
+}
+
+run_executor() {
+  collect_executor_java_options
+  exec "$JAVA_HOME/bin/java" \
+    "${executor_java_options[@]}" \
+    "-Xms$SPARK_EXECUTOR_MEMORY" "-Xmx$SPARK_EXECUTOR_MEMORY" \
+    -cp "$(spark_classpath)" \
+    org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \
+    --driver-url "$SPARK_DRIVER_URL" \
+    --executor-id "$SPARK_EXECUTOR_ID" \
+    --cores "$SPARK_EXECUTOR_CORES" \
+    --app-id "$SPARK_APPLICATION_ID" \
+    --hostname "$SPARK_EXECUTOR_POD_IP" \
+    --resourceProfileId "${SPARK_RESOURCE_PROFILE_ID:-0}" \
+    --podName "${SPARK_EXECUTOR_POD_NAME:-$(hostname)}"
+}
+
+ensure_passwd_entry
+case "${1:-}" in
+  executor)
+    shift
+    run_executor
+    ;;
+  driver)
+    shift
+    exec "$SPARK_HOME/bin/spark-submit" --conf "spark.driver.bindAddress=${SPARK_DRIVER_BIND_ADDRESS:-0.0.0.0}" \
+      --deploy-mode client "$@"
+    ;;
+  *)
+    exec python -m headrace.runtime "$@"
+    ;;
+esac

@@ -1,0 +1,297 @@
+"""Build the project's container images on this machine, without a Docker daemon or a registry.
+
+Owns: the local Debian base image (``debootstrap --variant=minbase`` made to look like the official
+``debian:bookworm-slim``), building the targets of the repository's ``Dockerfile`` with podman,
+the cache of OCI archives under ``~/.cache/headrace/images`` keyed by a digest of the build inputs
+(an unchanged tree never rebuilds), and importing an archive into a containerd.
+Never: runs a container (``podman run`` cannot set its rlimits here; containers run under
+containerd), pushes anywhere, or writes inside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import headrace
+from headrace.testbed.build import cache_root
+
+TARGETS = ("operator", "spark")
+IMAGE_REPOSITORY = "localhost/headrace"
+DEV_TAG = "dev"
+
+BASE_SUITE = "bookworm"
+BASE_MIRROR = "http://deb.debian.org/debian"
+BASE_IMAGE = f"localhost/debian-base:{BASE_SUITE}"
+# Bump when the recipe of the local base changes: it is part of every cache key.
+BASE_RECIPE_VERSION = "1"
+
+# Everything the Dockerfile reads; a change to any of these makes a new archive.
+BUILD_INPUTS = ("Dockerfile", ".dockerignore", "docker", "operator", "apps", "pyproject.toml", "uv.lock", "README.md")
+_IGNORED_PARTS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+_IGNORED_SUFFIXES = (".pyc", ".pyo")
+
+# Where the build sees the machine's CA bundle (pip, Maven and curl inside the build must trust it).
+BUILD_CA_PATH = "/run/build-ca.crt"
+_CA_ENV_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+_DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+# Like the official slim images: no documentation, manuals or translations, and apt cleans up after itself.
+_DPKG_SLIM = """\
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/lintian/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+"""
+_APT_CLEAN = """\
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+Acquire::Languages "none";
+"""
+_APT_SOURCES = f"""\
+Types: deb
+URIs: {BASE_MIRROR}
+Suites: {BASE_SUITE} {BASE_SUITE}-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: {BASE_SUITE}-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+_SLIMMED_DIRECTORIES = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/lib/apt/lists")
+
+
+# --- pure decisions -------------------------------------------------------------------------------
+
+
+def image_ref(target: str, tag: str | None = None) -> str:
+    """The local name of a target's image, e.g. ``localhost/headrace/spark:0.1.0``."""
+    _check_target(target)
+    return f"{IMAGE_REPOSITORY}/{target}:{tag or headrace.__version__}"
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise ValueError(f"unknown image target {target!r}; the Dockerfile builds {', '.join(TARGETS)}")
+
+
+def is_build_input(relative: Path) -> bool:
+    """Whether a file below the repository root can change an image (caches and bytecode cannot)."""
+    if any(part in _IGNORED_PARTS for part in relative.parts):
+        return False
+    return not relative.name.endswith(_IGNORED_SUFFIXES)
+
+
+def inputs_digest(files: Iterable[tuple[str, bytes]], salt: str = "") -> str:
+    """A digest of (relative path, content) pairs, independent of their order."""
+    digest = hashlib.sha256(salt.encode())
+    for name, content in sorted(files):
+        digest.update(f"{len(name)}:{name}:{len(content)}:".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
+def archive_name(target: str, version: str, digest: str) -> str:
+    """File name of a target's cached OCI archive for one state of the inputs."""
+    return f"{target}-{version}-{digest[:16]}.oci.tar"
+
+
+def ca_bundle(environment: Mapping[str, str], default: Path = _DEFAULT_CA_BUNDLE) -> Path | None:
+    """The CA bundle this machine's pip trusts, to be trusted inside the build too (None if none)."""
+    for variable in _CA_ENV_VARIABLES:
+        if environment.get(variable):
+            return Path(environment[variable])
+    return default if default.exists() else None
+
+
+def podman_build_command(target: str, context: Path, ca: Path | None, base: str = BASE_IMAGE) -> list[str]:
+    """The ``podman build`` invocation for one target (layer cache on, host network, CA mounted)."""
+    command = ["podman", "build", "--network", "host", "--layers", "--pull=never"]
+    command += ["--build-arg", f"BASE={base}", "--target", target, "-f", str(context / "Dockerfile")]
+    command += ["-t", image_ref(target), "-t", image_ref(target, DEV_TAG)]
+    if ca is not None:
+        command += ["-v", f"{ca}:{BUILD_CA_PATH}:ro", "--build-arg", f"BUILD_CA={BUILD_CA_PATH}"]
+        command += ["--build-arg", f"PIP_CERT={BUILD_CA_PATH}"]
+    return [*command, str(context)]
+
+
+def containerd_import_command(archive: Path, address: str, namespace: str) -> list[str]:
+    """The ``ctr`` invocation importing an OCI archive into a containerd."""
+    return ["ctr", "-a", address, "-n", namespace, "images", "import", "--all-platforms", str(archive)]
+
+
+# --- the repository and the cache -----------------------------------------------------------------
+
+
+def repository_root() -> Path:
+    """The checkout holding the Dockerfile (``HEADRACE_REPOSITORY`` overrides the search)."""
+    if override := os.environ.get("HEADRACE_REPOSITORY"):
+        return Path(override)
+    for candidate in Path(__file__).resolve().parents:
+        if (candidate / "Dockerfile").is_file() and (candidate / "pyproject.toml").is_file():
+            return candidate
+    raise FileNotFoundError("no Dockerfile above headrace/testbed; set HEADRACE_REPOSITORY to the checkout")
+
+
+def images_cache() -> Path:
+    """Where base root filesystems and image archives are cached."""
+    return cache_root() / "images"
+
+
+def _input_files(root: Path) -> Iterator[tuple[str, bytes]]:
+    for name in BUILD_INPUTS:
+        top = root / name
+        paths = sorted(top.rglob("*")) if top.is_dir() else [top]
+        for path in paths:
+            relative = path.relative_to(root)
+            if path.is_file() and is_build_input(relative):
+                yield relative.as_posix(), path.read_bytes()
+
+
+def tree_digest(root: Path, target: str) -> str:
+    """The cache key of one target: its build inputs, the base recipe and the target name."""
+    return inputs_digest(_input_files(root), salt=f"{target}\0base-{BASE_SUITE}-{BASE_RECIPE_VERSION}")
+
+
+def archive_path(target: str, root: Path | None = None) -> Path:
+    """Where the archive of the current tree lives (it may not be built yet)."""
+    root = root or repository_root()
+    return images_cache() / archive_name(target, headrace.__version__, tree_digest(root, target))
+
+
+# --- effects --------------------------------------------------------------------------------------
+
+
+def _run(command: list[str], **kwargs: object) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload]
+
+
+def _podman_has_image(reference: str) -> bool:
+    return subprocess.run(["podman", "image", "exists", reference], check=False).returncode == 0
+
+
+def _slim_rootfs(rootfs: Path) -> None:
+    (rootfs / "etc/dpkg/dpkg.cfg.d/docker-slim").write_text(_DPKG_SLIM)
+    (rootfs / "etc/apt/apt.conf.d/docker-clean").write_text(_APT_CLEAN)
+    (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
+    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(_APT_SOURCES)
+    for directory in _SLIMMED_DIRECTORIES:
+        shutil.rmtree(rootfs / directory, ignore_errors=True)
+        (rootfs / directory).mkdir(parents=True, exist_ok=True)
+    for leftover in (rootfs / "var/cache/apt").rglob("*"):
+        if leftover.is_file():
+            leftover.unlink()
+
+
+def _base_rootfs_tarball() -> Path:
+    """Debootstrap the base once and keep it as a tarball, so a fresh podman store re-imports it fast."""
+    tarball = images_cache() / f"debian-{BASE_SUITE}-minbase-r{BASE_RECIPE_VERSION}.tar"
+    if tarball.exists():
+        return tarball
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tarball.parent, prefix=".debootstrap-") as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        _run(["debootstrap", "--variant=minbase", BASE_SUITE, str(rootfs), BASE_MIRROR])
+        _slim_rootfs(rootfs)
+        partial = tarball.with_suffix(".partial")
+        _run(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(partial), "."])
+        partial.rename(tarball)
+    return tarball
+
+
+def ensure_base_image() -> str:
+    """Make ``localhost/debian-base:bookworm`` exist in podman's store (debootstrap only the first time)."""
+    if not _podman_has_image(BASE_IMAGE):
+        tarball = _base_rootfs_tarball()
+        _run(["podman", "import", "--change", 'CMD ["bash"]', str(tarball), BASE_IMAGE])
+    return BASE_IMAGE
+
+
+def build_image(target: str) -> Path:
+    """The OCI archive of one Dockerfile target for the current tree; built only when missing."""
+    _check_target(target)
+    root = repository_root()
+    archive = archive_path(target, root)
+    if archive.exists():
+        return archive
+    ensure_base_image()
+    _run(podman_build_command(target, root, ca_bundle(os.environ)))
+    partial = archive.with_name(archive.name + ".partial")
+    partial.unlink(missing_ok=True)
+    _run(
+        ["podman", "save", "--format", "oci-archive", "-o", str(partial), image_ref(target), image_ref(target, DEV_TAG)]
+    )
+    partial.rename(archive)
+    return archive
+
+
+def build_all() -> dict[str, Path]:
+    """Archives of every target, built when missing."""
+    return {target: build_image(target) for target in TARGETS}
+
+
+def import_into_containerd(archive: Path, address: str, namespace: str = "k8s.io") -> None:
+    """Import an archive (both its tags) into the containerd listening on `address`."""
+    _run(containerd_import_command(archive, address, namespace), stdout=subprocess.DEVNULL)
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What one build produced and what it cost."""
+
+    target: str
+    archive: Path
+    seconds: float
+
+    def line(self) -> str:
+        """One human line: target, size, time and path."""
+        size_mb = self.archive.stat().st_size / 1e6
+        return (
+            f"{self.target}: {image_ref(self.target)} {size_mb:.0f} MB archive in {self.seconds:.1f}s -> {self.archive}"
+        )
+
+
+def _timed_build(target: str) -> BuildReport:
+    started = time.monotonic()
+    archive = build_image(target)
+    return BuildReport(target, archive, time.monotonic() - started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m headrace.testbed.images build [--target T]``: build (or reuse) the images."""
+    parser = argparse.ArgumentParser(description="Build Headrace's images into the local cache.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="build the images that are missing")
+    build.add_argument("--target", choices=TARGETS, action="append", help="one target (repeatable); default all")
+    arguments = parser.parse_args(argv)
+    reports = [_timed_build(target) for target in arguments.target or TARGETS]
+    for report in reports:
+        print(report.line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
