@@ -42,7 +42,8 @@ def _walk(model: type[BaseModel], old: Any, new: Any, inherited: ChangeKind) -> 
         old_value, new_value = old.get(name), new.get(name)
         if old_value == new_value:
             continue
-        kind = _declared_kind(model, name) or inherited
+        declared = _declared_kind(model, name)
+        kind = inherited if declared is None else declared
         nested = _nested_model(model, name)
         found = _walk(nested, old_value, new_value, kind) if nested is not None else kind
         if found is not None and (largest is None or found > largest):

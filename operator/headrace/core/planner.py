@@ -95,6 +95,15 @@ class _Builder:
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    error_reported: bool = False
+
+    def report_error(self, reason: str, message: str) -> None:
+        """Why the user's spec is not applied: status.error, the Degraded condition, an event once."""
+        if self.app.status.error != message:
+            self.event(reason, message, warning=True)
+        self.status.error = message
+        self.error_reported = True
+        self.condition("Degraded", "True", reason, message)
 
     def condition(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> None:
         self.status.conditions = set_condition(
@@ -120,6 +129,9 @@ class _Builder:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
     def plan(self) -> Plan:
+        if not self.error_reported and self.app.status.error is not None:
+            self.status.error = None
+            self.event("SpecAccepted", "the spec is applied")
         return Plan(
             status=self.status,
             actions=tuple(self.actions),
@@ -146,8 +158,8 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     elif pending is not None and pending.kind == RESTART:
         _continue_restart(builder, spec, observation, run)
         return builder.plan()
-    _fence_strays(builder, observation, run)
     if builder.status.pendingOperation is None:
+        _fence_strays(builder, observation, run)
         _evaluate_driver(builder, spec, observation.driver(run.number, run.attempt))
     return builder.plan()
 
@@ -161,15 +173,9 @@ def _effective_spec(builder: _Builder) -> StreamingAppSpec | None:
     app = builder.app
     problems = list(app.parse_problems) or (validate_spec(app.spec) if app.spec is not None else [])
     if not problems:
-        if builder.status.error is not None:
-            builder.event("SpecAccepted", "the spec is valid again")
-        builder.status.error = None
         return app.spec
     message = "; ".join(str(problem) for problem in problems)
-    if builder.status.error != message:
-        builder.event("InvalidSpec", message, warning=True)
-    builder.status.error = message
-    builder.condition("Degraded", "True", "InvalidSpec", message)
+    builder.report_error("InvalidSpec", message)
     previous = parse_spec_json(builder.status.lastReconciledSpec)
     if previous is None:
         builder.phase("Failed", f"the spec cannot be applied: {message}", warning=True)
@@ -306,7 +312,9 @@ def _running(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
     builder.condition("Progressing", "False", "Stable", "")
     restarts = healthy_reset(builder.status.restarts, spec.restartPolicy, running_since=since, now=builder.now)
     builder.status.restarts = restarts
-    if restarts.consecutive == 0:
+    if builder.error_reported or (builder.app.status.error is not None and _still_refused(builder, spec)):
+        pass  # the Degraded condition says why the spec is not applied
+    elif restarts.consecutive == 0:
         builder.condition("Degraded", "False", "Healthy", "")
     else:
         message = f"restarted {restarts.total} times; last failure: {restarts.lastFailureReason}"
@@ -319,6 +327,12 @@ def _running(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
     if restarts.consecutive:
         builder.requeue(parse_duration(spec.restartPolicy.healthyAfter))
     _apply_spec_change(builder, spec, pod)
+
+
+def _still_refused(builder: _Builder, spec: StreamingAppSpec) -> bool:
+    """Whether the running spec still differs from the user's (a refusal will be reported again below)."""
+    running_spec = parse_spec_json(builder.status.lastReconciledSpec)
+    return running_spec is not None and classify_change(running_spec, spec) is not None
 
 
 def _succeeded(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
@@ -428,10 +442,7 @@ def _upgrade(builder: _Builder, spec: StreamingAppSpec, kind: ChangeKind, run: R
             f"this change needs a savepoint upgrade (upgradeMode {mode}); savepoint upgrades are not available in "
             "this version: revert the change or use upgradeMode stateless to start over with empty state"
         )
-        if builder.status.error != message:
-            builder.event("UpgradeRefused", message, warning=True)
-        builder.status.error = message
-        builder.condition("Degraded", "True", "UpgradeRefused", message)
+        builder.report_error("UpgradeRefused", message)
         return
     if mode == "stateless":
         builder.event("StatelessUpgrade", f"starting run {run.number + 1} with empty state (upgradeMode stateless)")

@@ -1,0 +1,55 @@
+"""Builders of specs, statuses and observations for the unit tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.core.observation import DriverPod, Observation
+from headrace.core.planner import AppView
+
+T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+
+
+def spec(**overrides: Any) -> StreamingAppSpec:
+    base: dict[str, Any] = {
+        "image": "localhost/headrace/spark:0.1.0",
+        "application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py"},
+        "state": {"checkpointDir": "s3a://bucket/checkpoints", "savepointDir": "s3a://bucket/savepoints"},
+        "restartPolicy": {"backoff": {"initialSeconds": 2, "maxSeconds": 30}, "maxRestartsInWindow": 3},
+    }
+    for key, value in overrides.items():
+        target = base
+        *parents, leaf = key.split("__")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return StreamingAppSpec.model_validate(base)
+
+
+def view(
+    app_spec: StreamingAppSpec | None = None, status: StreamingAppStatus | None = None, generation: int = 1
+) -> AppView:
+    return AppView(
+        name="clicks",
+        namespace="analytics",
+        generation=generation,
+        spec=app_spec if app_spec is not None else spec(),
+        status=status or StreamingAppStatus(),
+    )
+
+
+def pod(run: int = 1, attempt: int = 1, phase: str = "Running", **fields: Any) -> DriverPod:
+    defaults: dict[str, Any] = {"running_since": T0 if phase == "Running" else None, "ip": "10.244.0.9"}
+    return DriverPod(
+        name=f"clicks-r{run}-a{attempt}-driver", run=run, attempt=attempt, phase=phase, **{**defaults, **fields}
+    )  # type: ignore[arg-type]
+
+
+def seen(*pods: DriverPod) -> Observation:
+    return Observation(drivers=pods)
+
+
+def later(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
