@@ -1,0 +1,153 @@
+"""Supervision of the testbed's long-running child processes.
+
+Owns: starting a binary in its own process group with its output in a log file, waiting until it is
+healthy (failing fast, with the log's tail, when it dies), stopping its whole group (SIGTERM, then
+SIGKILL after a grace period), free TCP ports, and reading a process's memory from /proc.
+Never: knows what a component is or how to configure it; that belongs to its callers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+DEFAULT_GRACE_SECONDS = 5.0
+
+
+class ProcessFailedError(RuntimeError):
+    """A supervised process exited, or never became healthy; the message carries its log's tail."""
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last `lines` lines of a log file ('' if it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: ask the kernel to SIGKILL it when its parent thread dies.
+
+    So a supervisor killed with SIGKILL (or a test session stopped hard) leaves no orphan behind.
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name:
+        ctypes.CDLL(libc_name, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class Process:
+    """One supervised child: its name, its Popen handle and its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        """Process id; also the id of the process group it leads."""
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        """True while the process has not exited."""
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 40) -> str:
+        """The last lines of its log."""
+        return log_tail(self.log_path, lines)
+
+    def failure(self, reason: str) -> ProcessFailedError:
+        """An error naming this process, the reason and its log's tail."""
+        return ProcessFailedError(f"{self.name} {reason}; last lines of {self.log_path}:\n{self.tail()}")
+
+
+def spawn(name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> Process:
+    """Start `argv` in a new session (its own process group), stdout and stderr appended to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - it only calls prctl, taking no lock
+        )
+    return Process(name, popen, log_path)
+
+
+def _signal_group(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def stop(process: Process, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
+    """Stop the process and its group: SIGTERM, then SIGKILL after `grace_seconds`. Idempotent."""
+    if process.alive():
+        _signal_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.popen.wait(timeout=grace_seconds)
+    # Whatever is left in the group (the leader, or children it started) is killed outright.
+    _signal_group(process.pid, signal.SIGKILL)
+    process.popen.wait()
+
+
+def wait_until_healthy(
+    process: Process,
+    check: Callable[[], bool],
+    *,
+    timeout_seconds: float,
+    interval_seconds: float = 0.1,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Poll `check` until it returns True; raise with the log's tail if the process dies or time runs out."""
+    deadline = clock() + timeout_seconds
+    while True:
+        if not process.alive():
+            raise process.failure(f"exited with code {process.popen.returncode} before becoming healthy")
+        if check():
+            return
+        if clock() > deadline:
+            raise process.failure(f"did not become healthy within {timeout_seconds:.0f}s")
+        time.sleep(interval_seconds)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on `host` a moment ago (the kernel's choice for port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def pid_exists(pid: int) -> bool:
+    """True if a process (not a reaped zombie) with this id exists."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return status.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process in bytes (VmRSS), or 0 if it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0

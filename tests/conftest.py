@@ -1,0 +1,53 @@
+"""Shared fixtures: a real control plane (etcd + kube-apiserver + controller-manager + scheduler) per test
+session, an API client for it, and a throw-away namespace per test.
+
+The logic lives in `headrace.testbed.controlplane`; this file only wires it into pytest. Tests that use
+`control_plane` (directly or through `kube_api`/`namespace`) are marked `apiserver` automatically; the
+markers themselves are declared in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes.client import ApiClient
+
+from headrace.testbed.controlplane import (
+    ControlPlane,
+    create_namespace,
+    delete_namespace,
+    ensure_control_plane_binaries,
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the control plane with `apiserver`, so `-m "not apiserver"` works."""
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.apiserver)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A started control plane shared by the session; binaries are built first if missing (errors if not)."""
+    ensure_control_plane_binaries()
+    with ControlPlane(tmp_path_factory.mktemp("control-plane") / "workdir") as plane:
+        yield plane
+
+
+@pytest.fixture
+def kube_api(control_plane: ControlPlane) -> Iterator[ApiClient]:
+    """A `kubernetes.client.ApiClient` with the control plane's admin kubeconfig (system:masters)."""
+    with control_plane.api_client() as api:
+        yield api
+
+
+@pytest.fixture
+def namespace(kube_api: ApiClient) -> Iterator[str]:
+    """A fresh namespace (with its default ServiceAccount), deleted after the test."""
+    name = create_namespace(kube_api)
+    try:
+        yield name
+    finally:
+        delete_namespace(kube_api, name)
