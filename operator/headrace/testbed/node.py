@@ -829,11 +829,17 @@ class Node:
         return node_leftovers(self.layout, self.name, self.network)
 
     @staticmethod
-    def teardown(workdir: Path) -> None:
-        """Clean up a node from its workdir alone (for ``cluster down`` or after a crash). Idempotent."""
+    def teardown(workdir: Path, *, name: str = "headrace-node", network: NodeNetwork | None = None) -> None:
+        """Clean up a node from its workdir alone (for ``cluster down``, or after a crash). Idempotent.
+
+        The node's own state file, when present, names what to clean; otherwise ``name`` and
+        ``network`` do. Raises `NodeError` naming whatever could not be removed.
+        """
         layout = NodeLayout(Path(workdir))
-        if layout.state_file.exists():
-            _teardown(layout, NodeState.from_json(layout.state_file.read_text()), {})
+        state = NodeState(name, network or NodeNetwork())
+        with contextlib.suppress(FileNotFoundError):
+            state = NodeState.from_json(layout.state_file.read_text())
+        _teardown(layout, state, {})
 
     # --- starting ---------------------------------------------------------------------------------
 
