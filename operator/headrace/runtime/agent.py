@@ -1,0 +1,388 @@
+"""The runtime's state inside the driver: query starts, restore, progress, control actions.
+
+Owns: what happens when the script starts a query (managed checkpoint, bounded trigger, restore
+copy and compatibility check before the query runs, tracking), listener events, the control
+actions (status, savepoint, stop-with-savepoint, rescale) and waiting for the queries to end.
+Never: parses HTTP or the environment, patches PySpark (``patching``), or decides file selection
+(``checkpoint_files``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from http import HTTPStatus
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+from headrace.runtime import termination
+from headrace.runtime.checkpoint_files import StatefulOperator
+from headrace.runtime.control import ActionError
+from headrace.runtime.hadoop_fs import HadoopFileSystem, join
+from headrace.runtime.listener import RuntimeListener
+from headrace.runtime.metrics import RuntimeMetrics
+from headrace.runtime.patching import StartCall
+from headrace.runtime.progress import summarize
+from headrace.runtime.registry import QueryRegistry, TrackedQuery
+from headrace.runtime.restore import (
+    RestoreIncompatibleError,
+    copy_savepoint_query,
+    current_partitions,
+    operator_problems,
+    partition_decision,
+    plan_operators,
+    repartition_checkpoint,
+)
+from headrace.runtime.savepoint import (
+    SavepointContext,
+    SavepointError,
+    SavepointSource,
+    default_path,
+    read_savepoint,
+    take_savepoint,
+)
+from headrace.runtime.settings import RuntimeSettings
+
+log = logging.getLogger(__name__)
+EXIT_GRACE_SECONDS = 10.0
+
+
+def explain_plan(writer: DataStreamWriter) -> str:
+    """The physical plan of the query a writer would start (stateful operators carry opIds)."""
+    frame = writer._df
+    jvm: Any = frame.sparkSession._jvm
+    return str(jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple"))
+
+
+def saved_operators(query: dict[str, Any]) -> list[StatefulOperator]:
+    return [StatefulOperator(int(item["id"]), str(item["name"]), item.get("partitions")) for item in query["operators"]]
+
+
+class Agent:
+    """One per driver process; the patches, listener and control endpoint all call into it."""
+
+    def __init__(self, settings: RuntimeSettings, metrics: RuntimeMetrics, now: Callable[[], datetime]) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.registry = QueryRegistry()
+        self._now = now
+        self._spark: SparkSession | None = None
+        self._fs: HadoopFileSystem | None = None
+        self._savepoint: dict[str, Any] | None = None
+        self._operation = threading.Lock()  # one savepoint or stop at a time
+        self._start_lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stop_outcome = termination.failed("StopWithSavepointFailed", "stop-with-savepoint did not finish")
+        self._phase = "Starting"
+        self._requested_executors: int | None = None
+        self.last_savepoint: dict[str, Any] | None = None
+
+    # --- query starts (called by the patched DataStreamWriter) ---------------------------------
+
+    def start_query(self, writer: DataStreamWriter, call: StartCall, launch: Callable[[], Any]) -> Any:
+        with self._start_lock:
+            self._attach(writer._spark)
+            key = self.registry.next_key(call.query_name)
+            checkpoint, managed = self._place_checkpoint(writer, call, key)
+            if self.settings.bounded:
+                writer.trigger(availableNow=True)
+            tracked = TrackedQuery(
+                key=key,
+                name=call.query_name,
+                checkpoint=checkpoint,
+                managed=managed,
+                relaunch=launch,
+                writer=writer,
+                handle=None,
+                sink_path=call.sink_path,
+                sink_format=call.format,
+            )
+            if managed:
+                self._check_restore(tracked)
+            tracked.handle = launch()
+            self.registry.add(tracked)
+            self.metrics.register_query(key)
+            if self._phase == "Starting":
+                self._phase = "Running"
+            log.info("query %s started with checkpoint %s", key, checkpoint or "(Spark temporary)")
+            return tracked.handle
+
+    def _place_checkpoint(self, writer: DataStreamWriter, call: StartCall, key: str) -> tuple[str, bool]:
+        if call.checkpoint_location:
+            return call.checkpoint_location, False
+        if not self.settings.checkpoint_dir:
+            log.warning(
+                "query %s: no checkpointLocation and no HEADRACE_CHECKPOINT_DIR; Spark uses a temporary one", key
+            )
+            return "", False
+        checkpoint = join(self.settings.checkpoint_dir, key)
+        writer.option("checkpointLocation", checkpoint)
+        return checkpoint, True
+
+    def _attach(self, spark: SparkSession) -> None:
+        """On the first query start: listener, file system, and the restore copy of every query."""
+        if self._spark is not None:
+            return
+        self._spark = spark
+        self._fs = HadoopFileSystem.of_session(spark)
+        spark.streams.addListener(RuntimeListener(self))
+        if self.settings.restore_from:
+            self._copy_savepoint(self.settings.restore_from)
+
+    def _copy_savepoint(self, path: str) -> None:
+        assert self._fs is not None
+        if not self.settings.checkpoint_dir:
+            raise RestoreIncompatibleError("HEADRACE_RESTORE_FROM needs HEADRACE_CHECKPOINT_DIR to restore into")
+        try:
+            self._savepoint = read_savepoint(self._fs, path)
+        except SavepointError as error:
+            raise RestoreIncompatibleError(str(error)) from None
+        for query in self._savepoint["queries"]:
+            if query.get("batchId") is None:
+                continue
+            target = join(self.settings.checkpoint_dir, query["key"])
+            source = {"savepoint": path, "key": query["key"], "batchId": query["batchId"]}
+            if copy_savepoint_query(self._fs, join(path, query["key"]), target, source):
+                log.info("restored query %s at batch %s from %s", query["key"], query["batchId"], path)
+
+    def _check_restore(self, tracked: TrackedQuery) -> None:
+        """Refuse an incompatible restore, or repartition the copy, before the query runs."""
+        saved = self._saved_query(tracked.key)
+        if saved is None:
+            return
+        assert self._fs is not None
+        assert self._spark is not None
+        operators = saved_operators(saved)
+        planned = plan_operators(explain_plan(tracked.writer))
+        problems = operator_problems(operators, planned)
+        if problems:
+            raise RestoreIncompatibleError(f"query {tracked.key}: " + "; ".join(problems))
+        decision = partition_decision(
+            current_partitions(self._fs, tracked.checkpoint),
+            self.settings.state_partitions,
+            self.settings.allow_repartition,
+            self.settings.state_backend,
+            stateful=bool(operators or planned),
+        )
+        if decision.action == "refuse":
+            raise RestoreIncompatibleError(f"query {tracked.key}: {decision.message}")
+        if decision.action == "repartition":
+            assert self.settings.state_partitions is not None
+            batch = repartition_checkpoint(
+                self._spark, tracked.checkpoint, self.settings.state_partitions, tracked.file_sink_path
+            )
+            log.info("query %s: %s; repartitioned as batch %d", tracked.key, decision.message, batch)
+
+    def _saved_query(self, key: str) -> dict[str, Any] | None:
+        if self._savepoint is None:
+            return None
+        for query in self._savepoint["queries"]:
+            if query["key"] == key and query.get("batchId") is not None:
+                return dict(query)
+        log.warning("query %s is not in savepoint %s; it starts without state", key, self.settings.restore_from)
+        return None
+
+    def session_stop_requested(self, session: SparkSession) -> bool:
+        log.info("the script asked to stop the SparkSession; the runtime stops it when it exits")
+        return False
+
+    # --- listener events -------------------------------------------------------------------------
+
+    def query_progressed(self, query_id: str, progress: dict[str, Any]) -> None:
+        tracked = self.registry.by_id(query_id)
+        if tracked is None:
+            return
+        summary = summarize(progress)
+        tracked.summary = summary
+        tracked.last_committed_at = summary.committed_at
+        self.metrics.observe_progress(tracked.key, summary)
+
+    def query_terminated(self, query_id: str, error: str | None) -> None:
+        tracked = self.registry.by_id(query_id)
+        log.info("query %s terminated%s", tracked.key if tracked else query_id, f": {error}" if error else "")
+
+    # --- control actions -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "app": {"name": self.settings.app_name, "namespace": self.settings.app_namespace},
+            "runId": self.settings.run_id,
+            "attempt": self.settings.attempt,
+            "mode": self.settings.mode,
+            "phase": self._phase,
+            "queries": [query.status() for query in self.registry.all()],
+            "executors": self._executors(),
+            "restoredFrom": self.settings.restore_from,
+            "lastSavepoint": self.last_savepoint,
+        }
+
+    def _executors(self) -> dict[str, int | None]:
+        if self._spark is None:
+            return {"requested": self._requested_executors, "registered": None}
+        context = self._spark.sparkContext
+        requested = self._requested_executors
+        if requested is None:
+            configured = context.getConf().get("spark.executor.instances")
+            requested = int(configured) if configured else None
+        registered = len(context._jsc.sc().statusTracker().getExecutorInfos()) - 1  # minus the driver
+        return {"requested": requested, "registered": registered}
+
+    def savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
+        if not self._operation.acquire(blocking=False):
+            raise ActionError(HTTPStatus.CONFLICT, "another savepoint or stop is in progress")
+        try:
+            if self._stopping.is_set():
+                raise ActionError(HTTPStatus.CONFLICT, "the job is stopping")
+            return self._snapshot(path, reason, stopped=False)
+        finally:
+            self._operation.release()
+
+    def _snapshot(self, path: str | None, reason: str, stopped: bool) -> dict[str, Any]:
+        if self._spark is None or self._fs is None or not self.registry.all():
+            raise ActionError(HTTPStatus.CONFLICT, "no query has started yet")
+        target = path or (
+            default_path(self.settings.savepoint_dir, self.settings.app_name, self._now())
+            if self.settings.savepoint_dir
+            else None
+        )
+        if target is None:
+            raise ActionError(HTTPStatus.BAD_REQUEST, "no 'path' given and HEADRACE_SAVEPOINT_DIR is not set")
+        sources = [
+            SavepointSource(query.key, query.checkpoint, query.query_id, query.name, query.file_sink_path)
+            for query in self.registry.all()
+            if query.checkpoint
+        ]
+        context = SavepointContext(
+            app_name=self.settings.app_name,
+            app_namespace=self.settings.app_namespace,
+            run_id=self.settings.run_id,
+            spark_version=self._spark.version,
+            state_backend=self.settings.state_backend,
+            reason=reason,
+            stopped=stopped,
+        )
+        previous_phase, self._phase = self._phase, "Savepointing"
+        try:
+            record = take_savepoint(self._fs, sources, target, context, self._now)
+        except SavepointError as error:
+            self.metrics.observe_savepoint(False, 0.0, 0)
+            raise ActionError(HTTPStatus.CONFLICT, str(error)) from None
+        finally:
+            self._phase = previous_phase
+        self.metrics.observe_savepoint(True, record["durationSeconds"], record["sizeBytes"])
+        self.last_savepoint = {key: record[key] for key in ("path", "completedAt", "sizeBytes", "reason")}
+        return record
+
+    def stop_with_savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
+        if not self._operation.acquire(blocking=False):
+            raise ActionError(HTTPStatus.CONFLICT, "another savepoint or stop is in progress")
+        try:
+            self._stopping.set()
+            self._phase = "Stopping"
+            try:
+                self._stop_at_batch_boundary()
+                record = self._snapshot(path, reason, stopped=True)
+            except BaseException as error:
+                self._stop_outcome = termination.failed("StopWithSavepointFailed", f"{type(error).__name__}: {error}")
+                self._stopped.set()
+                raise
+            self._stop_outcome = termination.stopped_with_savepoint(record["path"])
+            return record
+        finally:
+            self._operation.release()
+
+    def _stop_at_batch_boundary(self) -> None:
+        """Stop every query, then replay its pending batch with a once-trigger so offsets == commits."""
+        running = [query for query in self.registry.all() if query.handle.isActive]
+        for query in running:
+            query.handle.stop()
+        for query in running:
+            query.writer.trigger(once=True)
+            query.handle = query.relaunch()
+            query.handle.awaitTermination()
+            log.info("query %s stopped at a batch boundary", query.key)
+
+    def after_stop_response(self) -> None:
+        """Let the main thread exit; exit anyway if the script keeps it busy."""
+        self._stopped.set()
+        timer = threading.Timer(EXIT_GRACE_SECONDS, self._force_exit)
+        timer.daemon = True
+        timer.start()
+
+    def _force_exit(self) -> None:
+        log.warning("the script did not return after stop-with-savepoint; exiting")
+        termination.write_termination_message(self.settings.termination_message_path, self._stop_outcome)
+        os._exit(self._stop_outcome.exit_code)
+
+    def rescale(self, executors: int) -> dict[str, Any]:
+        if self._spark is None:
+            raise ActionError(HTTPStatus.CONFLICT, "no SparkContext yet")
+        jvm: Any = self._spark.sparkContext._jvm
+        context = self._spark.sparkContext._jsc.sc()
+        identifiers = jvm.scala.jdk.javaapi.CollectionConverters.asJava(context.getExecutorIds())
+        current = sorted((str(item) for item in identifiers), key=lambda identifier: (len(identifier), identifier))
+        surplus = current[executors:]
+        if surplus:
+            context.killExecutors(jvm.PythonUtils.toSeq(surplus))
+        no_locality = jvm.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+        accepted = bool(context.requestTotalExecutors(executors, 0, no_locality))
+        if not accepted:
+            raise ActionError(
+                HTTPStatus.CONFLICT,
+                f"the cluster manager ({self._spark.sparkContext.master}) does not support changing executors",
+            )
+        self._requested_executors = executors
+        return {"requested": executors, "killed": surplus, "executors": self._executors()}
+
+    # --- the end ---------------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def stop_outcome(self) -> termination.Outcome:
+        self._stopped.wait()
+        return self._stop_outcome
+
+    def _first_failure(self) -> termination.Outcome | None:
+        for query in self.registry.all():
+            if query.handle.isActive:
+                continue
+            error = query.handle.exception()
+            if error is not None:
+                return termination.failed("QueryFailed", f"query {query.key} failed: {error}")
+        return None
+
+    def wait_for_queries(self) -> termination.Outcome:
+        """Block until every query ended (or a stop-with-savepoint finished); return the outcome."""
+        while True:
+            if self._stopping.is_set():
+                return self.stop_outcome()
+            failure = self._first_failure()
+            if failure is not None and not self._stopping.is_set():
+                return failure
+            active = self.registry.active()
+            if not active:
+                if self._stopping.is_set():
+                    continue
+                self._phase = "Finished"
+                return termination.completed()
+            try:
+                active[0].handle.awaitTermination(1)
+            except StreamingQueryException:
+                continue
+
+    def shutdown_spark(self) -> None:
+        """Stop every query and the session (the script's own ``stop()`` calls were deferred)."""
+        if self._spark is None:
+            return
+        for query in self._spark.streams.active:
+            query.stop()
+        self._spark.stop()

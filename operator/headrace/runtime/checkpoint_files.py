@@ -1,0 +1,173 @@
+"""Pure knowledge of a Structured Streaming checkpoint's layout.
+
+Owns: which files of a live checkpoint form its committed prefix at batch N (the savepoint
+selection), the last committed batch, the state partitions pinned in the offsets log and the
+stateful operators recorded in ``state/<op>/_metadata``.
+Never: touches a file system; callers list and read files and pass paths and text in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+RESTORE_MARKER = "_headrace_restored.json"
+_VERSIONED_STATE_FILE = re.compile(r"^(\d+)(?:_[0-9A-Za-z-]+)?\.(zip|changelog|delta|snapshot)$")
+_SNAPSHOT_KINDS = ("zip", "snapshot")
+_STATE_METADATA_DIRS = ("_metadata", "_stateSchema")
+_LOG_DIRS = ("offsets", "commits")
+
+
+@dataclass(frozen=True)
+class SelectedFile:
+    """A checkpoint file to copy; ``required`` files must exist, others may vanish while copying."""
+
+    path: str
+    required: bool
+
+
+@dataclass(frozen=True)
+class StatefulOperator:
+    """One stateful operator as the checkpoint records it."""
+
+    operator_id: int
+    name: str
+    partitions: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.operator_id, "name": self.name, "partitions": self.partitions}
+
+
+def _batch_number(name: str) -> int | None:
+    """The batch id of a metadata log file (``7`` or ``9.compact``), else None."""
+    stem = name.removesuffix(".compact")
+    return int(stem) if stem.isdigit() else None
+
+
+def _hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in path.split("/"))
+
+
+def committed_batches(paths: Iterable[str]) -> list[int]:
+    """Batch ids present in the ``commits`` log, ascending."""
+    batches = []
+    for path in paths:
+        parts = path.split("/")
+        if len(parts) == 2 and parts[0] == "commits" and parts[1].isdigit():
+            batches.append(int(parts[1]))
+    return sorted(batches)
+
+
+def last_committed_batch(paths: Iterable[str]) -> int | None:
+    """The newest committed batch id, or None before the first commit."""
+    batches = committed_batches(paths)
+    return batches[-1] if batches else None
+
+
+def _select_log_file(parts: list[str], batch: int) -> SelectedFile | None:
+    number = _batch_number(parts[-1])
+    if number is None or number > batch:
+        return None
+    required = parts[0] in _LOG_DIRS and number >= batch - 1
+    return SelectedFile("/".join(parts), required)
+
+
+def _select_state_versions(files: list[tuple[str, int, str]], version: int) -> list[SelectedFile]:
+    """Newest snapshot at or below ``version`` plus every later changelog or delta up to it."""
+    snapshots = [number for _, number, kind in files if kind in _SNAPSHOT_KINDS and number <= version]
+    base = max(snapshots, default=0)
+    selected = []
+    for path, number, kind in files:
+        is_base_snapshot = kind in _SNAPSHOT_KINDS and number == base
+        is_later_change = kind not in _SNAPSHOT_KINDS and base < number <= version
+        if is_base_snapshot or is_later_change:
+            selected.append(SelectedFile(path, required=True))
+    return selected
+
+
+def _select_state_file(parts: list[str], batch: int) -> SelectedFile | None:
+    """State files that are not versioned store files (metadata, schemas, SST files)."""
+    if any(part in _STATE_METADATA_DIRS for part in parts):
+        number = _batch_number(parts[-1])
+        if number is not None and number > batch:
+            return None
+        return SelectedFile("/".join(parts), required=True)
+    # RocksDB SST files are immutable and shared by versions; copy those present, some may be
+    # deleted by maintenance once no retained version references them.
+    return SelectedFile("/".join(parts), required=False)
+
+
+def select_committed_prefix(paths: Iterable[str], batch: int) -> list[SelectedFile]:
+    """The files that restore a checkpoint exactly at committed batch ``batch``.
+
+    ``paths`` are relative to the query's checkpoint root, ``/``-separated. State store version
+    ``batch + 1`` is the state after batch ``batch``.
+    """
+    selected: list[SelectedFile] = []
+    store_files: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
+    for path in sorted(paths):
+        parts = path.split("/")
+        if _hidden(path) or parts[-1] == RESTORE_MARKER:
+            continue
+        if parts[0] in (*_LOG_DIRS, "sources"):
+            choice = _select_log_file(parts, batch)
+        elif parts[0] == "state":
+            match = _VERSIONED_STATE_FILE.match(parts[-1])
+            if match and "SSTs" not in parts:
+                store_files["/".join(parts[:-1])].append((path, int(match.group(1)), match.group(2)))
+                continue
+            choice = _select_state_file(parts, batch)
+        else:
+            choice = SelectedFile(path, required=path == "metadata")
+        if choice is not None:
+            selected.append(choice)
+    for files in store_files.values():
+        selected.extend(_select_state_versions(files, batch + 1))
+    return sorted(selected, key=lambda selected_file: selected_file.path)
+
+
+def _log_entry_json(text: str) -> list[dict[str, Any]]:
+    """The JSON lines of a versioned Spark metadata log entry (first line is ``v1``)."""
+    documents = []
+    for line in text.splitlines()[1:]:
+        try:
+            document = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(document, dict):
+            documents.append(document)
+    return documents
+
+
+def partitions_from_offsets(text: str) -> int | None:
+    """``spark.sql.shuffle.partitions`` pinned in an offsets log entry."""
+    for document in _log_entry_json(text):
+        conf = document.get("conf")
+        if isinstance(conf, dict) and "spark.sql.shuffle.partitions" in conf:
+            return int(conf["spark.sql.shuffle.partitions"])
+    return None
+
+
+def operator_from_metadata(text: str) -> StatefulOperator | None:
+    """The operator recorded in a ``state/<op>/_metadata/metadata`` file (v1 or v2 layout)."""
+    for document in _log_entry_json(text):
+        info = document.get("operatorInfo")
+        if isinstance(info, dict) and "operatorId" in info:
+            stores = document.get("stateStoreInfo") or [{}]
+            partitions = stores[0].get("numPartitions") if isinstance(stores[0], dict) else None
+            return StatefulOperator(int(info["operatorId"]), str(info.get("operatorName", "")), partitions)
+    return None
+
+
+def operator_metadata_paths(paths: Iterable[str]) -> list[str]:
+    """The operator metadata files of a checkpoint, one per stateful operator (v1 layout)."""
+    found = []
+    for path in paths:
+        parts = path.split("/")
+        if len(parts) == 4 and parts[0] == "state" and parts[2] == "_metadata" and parts[3] == "metadata":
+            found.append(path)
+    return sorted(found)

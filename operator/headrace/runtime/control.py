@@ -1,0 +1,172 @@
+"""The driver's authenticated HTTP control endpoint (paths from the runtime contract).
+
+Owns: routing ``GET /v1/status``, ``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint`` and
+``POST /v1/rescale`` to :class:`ControlActions`, bearer-token checks (no token configured: every
+control request is refused), JSON bodies and error statuses, and ``GET /healthz`` without a token.
+Never: implements the actions; it only parses, authorizes, calls and answers.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar, Protocol
+
+from headrace.api import runtime_contract as contract
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 64 * 1024
+
+
+class ActionError(Exception):
+    """An action refused or failed; becomes an HTTP error with a JSON message."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ControlActions(Protocol):
+    def status(self) -> dict[str, Any]: ...
+
+    def savepoint(self, path: str | None, reason: str) -> dict[str, Any]: ...
+
+    def stop_with_savepoint(self, path: str | None, reason: str) -> dict[str, Any]: ...
+
+    def after_stop_response(self) -> None:
+        """Called once the stop-with-savepoint response has been sent."""
+        ...
+
+    def rescale(self, executors: int) -> dict[str, Any]: ...
+
+
+def authorized(header: str | None, token: str | None) -> bool:
+    """Whether an ``Authorization`` header carries the configured bearer token."""
+    if not token or not header:
+        return False
+    scheme, _, presented = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
+
+
+def _string_field(body: dict[str, Any], name: str, default: str | None) -> str | None:
+    value = body.get(name, default)
+    if value is not None and not isinstance(value, str):
+        raise ActionError(HTTPStatus.BAD_REQUEST, f"field {name!r} must be a string")
+    return value
+
+
+def _executors_field(body: dict[str, Any]) -> int:
+    value = body.get("executors")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ActionError(HTTPStatus.BAD_REQUEST, "field 'executors' must be a non-negative integer")
+    return value
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes requests to ``actions``; a subclass per server sets ``actions`` and ``token``."""
+
+    server_version = "headrace-runtime"
+    actions: ClassVar[ControlActions]
+    token: ClassVar[str | None]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("control %s", format % args)
+
+    def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+        payload = json.dumps(body, default=str).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise ActionError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large")
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            raise ActionError(HTTPStatus.BAD_REQUEST, "request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise ActionError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object")
+        return body
+
+    def _dispatch(self, routes: dict[str, Callable[[], None]]) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == contract.PATH_HEALTH and self.command == "GET":
+            self._reply(HTTPStatus.OK, {"status": "ok"})
+        elif path not in routes:
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no such path {path}"})
+        elif not authorized(self.headers.get("Authorization"), self.token):
+            self._reply(HTTPStatus.UNAUTHORIZED, {"error": "missing or wrong bearer token"})
+        else:
+            self._run(path, routes[path])
+
+    def _run(self, path: str, route: Callable[[], None]) -> None:
+        try:
+            route()
+        except ActionError as error:
+            self._reply(error.status, {"error": str(error)})
+        except Exception as error:
+            log.exception("control request %s failed", path)
+            self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
+
+    def do_GET(self) -> None:
+        self._dispatch({contract.PATH_STATUS: self._status})
+
+    def do_POST(self) -> None:
+        self._dispatch(
+            {
+                contract.PATH_SAVEPOINT: self._savepoint,
+                contract.PATH_STOP_WITH_SAVEPOINT: self._stop_with_savepoint,
+                contract.PATH_RESCALE: self._rescale,
+            }
+        )
+
+    def _status(self) -> None:
+        self._reply(HTTPStatus.OK, self.actions.status())
+
+    def _rescale(self) -> None:
+        self._reply(HTTPStatus.OK, self.actions.rescale(_executors_field(self._body())))
+
+    def _savepoint(self) -> None:
+        body = self._body()
+        path, reason = _string_field(body, "path", None), _string_field(body, "reason", "manual") or ""
+        self._reply(HTTPStatus.OK, self.actions.savepoint(path, reason))
+
+    def _stop_with_savepoint(self) -> None:
+        body = self._body()
+        path, reason = _string_field(body, "path", None), _string_field(body, "reason", "stop") or ""
+        record = self.actions.stop_with_savepoint(path, reason)
+        self._reply(HTTPStatus.OK, record)
+        self.actions.after_stop_response()
+
+
+class ControlServer:
+    """The control endpoint served from a daemon thread."""
+
+    def __init__(self, actions: ControlActions, token: str | None, address: str, port: int) -> None:
+        self._server = ThreadingHTTPServer(
+            (address, port), type("Handler", (_Handler,), {"actions": actions, "token": token})
+        )
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="headrace-control", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,125 @@
+"""Files through Hadoop's FileSystem API in the driver's JVM, so any Spark-supported store works.
+
+Owns: listing, reading, writing, copying, renaming and deleting files by Hadoop URI (local paths,
+PVCs, HDFS, s3a, gs, abfs) through the Py4J gateway of the running SparkContext.
+Never: decides which files matter (see ``checkpoint_files``) or keeps state beyond the gateway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+
+class MissingFileError(FileNotFoundError):
+    """A file vanished or never existed."""
+
+
+def _is_missing(error: Py4JJavaError) -> bool:
+    return "FileNotFoundException" in str(error.java_exception.getClass().getName())
+
+
+def join(root: str, *parts: str) -> str:
+    """Join URI path segments with single slashes."""
+    joined = root.rstrip("/")
+    for part in parts:
+        if part:
+            joined += "/" + part.strip("/")
+    return joined
+
+
+class HadoopFileSystem:
+    """File operations on Hadoop URIs through a SparkContext's JVM."""
+
+    def __init__(self, jvm: Any, hadoop_conf: Any) -> None:
+        self._jvm = jvm
+        self._conf = hadoop_conf
+
+    @classmethod
+    def of_session(cls, spark: Any) -> HadoopFileSystem:
+        context = spark.sparkContext
+        return cls(context._jvm, context._jsc.hadoopConfiguration())
+
+    def _path(self, uri: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(uri)
+
+    def _fs(self, path: Any) -> Any:
+        return path.getFileSystem(self._conf)
+
+    def exists(self, uri: str) -> bool:
+        path = self._path(uri)
+        return bool(self._fs(path).exists(path))
+
+    def list_files(self, root: str) -> dict[str, int]:
+        """Every file below ``root`` as ``{relative path: size in bytes}``; empty if it is absent."""
+        path = self._path(root)
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return {}
+        root_path = str(fs.makeQualified(path).toUri().getPath()).rstrip("/")
+        files: dict[str, int] = {}
+        iterator = fs.listFiles(path, True)
+        while iterator.hasNext():
+            status = iterator.next()
+            absolute = str(status.getPath().toUri().getPath())
+            files[absolute[len(root_path) + 1 :]] = int(status.getLen())
+        return files
+
+    def list_names(self, directory: str) -> list[str]:
+        """Names of the direct children of ``directory``; empty if it is absent."""
+        path = self._path(directory)
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return []
+        return sorted(str(status.getPath().getName()) for status in fs.listStatus(path))
+
+    def read_text(self, uri: str) -> str:
+        path = self._path(uri)
+        try:
+            stream = self._fs(path).open(path)
+        except Py4JJavaError as error:
+            if _is_missing(error):
+                raise MissingFileError(uri) from None
+            raise
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def write_text(self, uri: str, text: str, overwrite: bool = True) -> None:
+        path = self._path(uri)
+        stream = self._fs(path).create(path, overwrite)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy one file; raise :class:`MissingFileError` if the source is gone."""
+        source_path, target_path = self._path(source), self._path(target)
+        try:
+            self._jvm.org.apache.hadoop.fs.FileUtil.copy(
+                self._fs(source_path), source_path, self._fs(target_path), target_path, False, True, self._conf
+            )
+        except Py4JJavaError as error:
+            if _is_missing(error):
+                raise MissingFileError(source) from None
+            raise
+
+    def rename(self, source: str, target: str) -> bool:
+        source_path, target_path = self._path(source), self._path(target)
+        return bool(self._fs(source_path).rename(source_path, target_path))
+
+    def delete(self, uri: str) -> None:
+        path = self._path(uri)
+        self._fs(path).delete(path, True)
+
+    def mkdirs(self, uri: str) -> None:
+        path = self._path(uri)
+        self._fs(path).mkdirs(path)
+
+    def qualify(self, uri: str) -> str:
+        """The fully qualified URI (``/x`` becomes ``file:/x`` on the local file system)."""
+        path = self._path(uri)
+        return str(self._fs(path).makeQualified(path).toString())

@@ -1,0 +1,112 @@
+"""``python -m headrace.runtime <script.py> [args]``: run an unmodified PySpark streaming script.
+
+Owns: the order of things in the driver process: parse settings, write the merged Spark
+configuration before the JVM starts, serve metrics and the control endpoint, patch PySpark, run the
+script in-process with ``runpy``, wait for its queries, and turn what happened into an exit code
+and a termination message.
+Never: implements query handling, savepoints or restores itself (``agent``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import runpy
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.errors import StreamingQueryException
+
+from headrace.api import runtime_contract as contract
+from headrace.runtime import patching, termination
+from headrace.runtime.agent import Agent
+from headrace.runtime.control import ControlServer
+from headrace.runtime.metrics import RuntimeMetrics
+from headrace.runtime.restore import RestoreIncompatibleError
+from headrace.runtime.settings import RuntimeSettings, SettingsError, settings_from_env
+from headrace.runtime.sparkconf import prepare_conf_dir
+
+log = logging.getLogger("headrace.runtime")
+USAGE = "usage: python -m headrace.runtime <script.py> [script arguments...]"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Outcome:
+    """Run the script as ``__main__``, then wait for the queries it left running."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except RestoreIncompatibleError as error:
+        return termination.restore_incompatible(str(error))
+    except SystemExit as exit_request:
+        if exit_request.code not in (None, 0) and not agent.stopping:
+            return termination.failed("ScriptExited", f"the script exited with {exit_request.code}")
+    except StreamingQueryException as error:
+        if not agent.stopping:
+            return termination.failed("QueryFailed", str(error))
+    except Exception as error:
+        if not agent.stopping:
+            log.exception("the script failed")
+            return termination.failed("ScriptFailed", "".join(traceback.format_exception_only(error)).strip())
+    return agent.wait_for_queries()
+
+
+def _start_servers(settings: RuntimeSettings, agent: Agent, metrics: RuntimeMetrics) -> tuple[object, ControlServer]:
+    metrics_server = metrics.serve(settings.bind_address, settings.metrics_port)
+    control = ControlServer(agent, settings.control_token, settings.bind_address, settings.control_port)
+    control.start()
+    if not settings.control_token:
+        log.warning("HEADRACE_CONTROL_TOKEN is not set: every control request will be refused")
+    log.info("metrics on :%d, control endpoint on :%d", settings.metrics_port, control.port)
+    return metrics_server, control
+
+
+def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
+    """Everything between parsing the command line and exiting; returns the outcome."""
+    if not argv or argv[0] in ("-h", "--help"):
+        return termination.usage(USAGE)
+    try:
+        settings = settings_from_env(env)
+    except SettingsError as error:
+        return termination.usage(str(error))
+    script = argv[0]
+    if not os.path.isfile(script):
+        return termination.usage(f"no such script: {script}")
+    conf_dir = Path(tempfile.mkdtemp(prefix="headrace-conf-"))
+    prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir)
+    os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    metrics = RuntimeMetrics()
+    agent = Agent(settings, metrics, utc_now)
+    metrics_server, control = _start_servers(settings, agent, metrics)
+    uninstall = patching.install(agent)
+    try:
+        return run_script(script, argv[1:], agent)
+    finally:
+        uninstall()
+        try:
+            agent.shutdown_spark()
+        finally:
+            control.stop()
+            metrics_server.shutdown()  # type: ignore[attr-defined]
+            shutil.rmtree(conf_dir, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings_path = os.environ.get("HEADRACE_TERMINATION_MESSAGE_PATH")
+    outcome = run(sys.argv[1:] if argv is None else argv, os.environ)
+    if outcome.exit_code == contract.EXIT_USAGE:
+        print(outcome.message, file=sys.stderr)
+    path = settings_path or contract.TERMINATION_MESSAGE_PATH
+    termination.write_termination_message(path, outcome)
+    log.info("exiting %d: %s %s", outcome.exit_code, outcome.reason, outcome.message)
+    return outcome.exit_code

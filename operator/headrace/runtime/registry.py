@@ -1,0 +1,107 @@
+"""The queries the runtime started on behalf of the script, and what it knows about each.
+
+Owns: naming queries (``query_key``), where their checkpoint is, how to relaunch them (for the
+stop-with-savepoint replay), their latest progress summary and last committed batch; thread-safe.
+Never: talks to Spark itself beyond the handles it is given.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from headrace.runtime.progress import ProgressSummary
+
+FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc", "text")
+_UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def query_key(name: str | None, unnamed_index: int) -> str:
+    """A stable directory name for a query: its name made path-safe, else ``q<start order>``."""
+    if name:
+        return _UNSAFE_NAME_CHARACTERS.sub("_", name)
+    return f"q{unnamed_index}"
+
+
+@dataclass
+class TrackedQuery:
+    """One query started through the patched ``DataStreamWriter``."""
+
+    key: str
+    name: str | None
+    checkpoint: str
+    managed: bool
+    relaunch: Callable[[], Any]  # restarts the same query on the same writer (same checkpoint)
+    writer: Any
+    handle: Any
+    sink_path: str | None = None
+    sink_format: str | None = None
+    summary: ProgressSummary | None = None
+    last_committed_at: str | None = None
+
+    @property
+    def query_id(self) -> str:
+        return str(self.handle.id)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.handle.runId)
+
+    @property
+    def file_sink_path(self) -> str | None:
+        """The output directory when the sink is a file sink with its ``_spark_metadata`` log."""
+        if self.sink_path and (self.sink_format or "parquet").lower() in FILE_SINK_FORMATS:
+            return self.sink_path
+        return None
+
+    def status(self) -> dict[str, Any]:
+        summary = self.summary
+        return {
+            "key": self.key,
+            "id": self.query_id,
+            "runId": self.run_id,
+            "name": self.name,
+            "checkpoint": self.checkpoint,
+            "managedCheckpoint": self.managed,
+            "active": bool(self.handle.isActive),
+            "lastCommittedBatchId": summary.batch_id if summary else None,
+            "lastCommittedAt": self.last_committed_at,
+            "progress": summary.to_json() if summary else None,
+        }
+
+
+@dataclass
+class QueryRegistry:
+    """Every tracked query by key, in start order."""
+
+    _queries: dict[str, TrackedQuery] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _unnamed: int = 0
+
+    def next_key(self, name: str | None) -> str:
+        with self._lock:
+            key = query_key(name, self._unnamed)
+            if not name:
+                self._unnamed += 1
+            return key
+
+    def add(self, query: TrackedQuery) -> None:
+        with self._lock:
+            self._queries[query.key] = query
+
+    def all(self) -> list[TrackedQuery]:
+        with self._lock:
+            return list(self._queries.values())
+
+    def by_id(self, query_id: str) -> TrackedQuery | None:
+        with self._lock:
+            for query in self._queries.values():
+                if query.query_id == query_id:
+                    return query
+            return None
+
+    def active(self) -> list[TrackedQuery]:
+        return [query for query in self.all() if query.handle.isActive]

@@ -1,0 +1,136 @@
+"""Savepoints: the committed prefix of every query's checkpoint, copied while the queries run.
+
+Owns: copying the files :func:`checkpoint_files.select_committed_prefix` selects through Hadoop's
+FileSystem API, the savepoint metadata file (written last: a savepoint without it is incomplete),
+and reading a savepoint's metadata back.
+Never: pauses, stops or restarts a query (stop-with-savepoint stops them before calling here).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from headrace.api.runtime_contract import SAVEPOINT_METADATA_FILE
+from headrace.runtime.checkpoint_files import (
+    last_committed_batch,
+    operator_from_metadata,
+    operator_metadata_paths,
+    partitions_from_offsets,
+    select_committed_prefix,
+)
+from headrace.runtime.hadoop_fs import HadoopFileSystem, MissingFileError, join
+
+FORMAT_VERSION = 1
+
+
+class SavepointError(RuntimeError):
+    """A savepoint could not be taken or read."""
+
+
+@dataclass(frozen=True)
+class SavepointSource:
+    """One query to include: where its checkpoint is and how to describe it."""
+
+    key: str
+    checkpoint: str
+    query_id: str
+    name: str | None
+    sink_path: str | None
+
+
+@dataclass(frozen=True)
+class SavepointContext:
+    """The facts about the job a savepoint records."""
+
+    app_name: str
+    app_namespace: str
+    run_id: str
+    spark_version: str
+    state_backend: str
+    reason: str
+    stopped: bool  # taken after stop-with-savepoint (offsets == commits)
+
+
+def default_path(savepoint_dir: str, app_name: str, now: datetime) -> str:
+    """``<savepoint_dir>/<app>-<UTC time>``, unique per millisecond."""
+    return join(savepoint_dir, f"{app_name}-{now.strftime('%Y%m%dT%H%M%S')}{now.microsecond // 1000:03d}Z")
+
+
+def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> dict[str, Any]:
+    files = fs.list_files(source.checkpoint)
+    batch = last_committed_batch(files)
+    if batch is None:
+        return {"key": source.key, "id": source.query_id, "name": source.name, "batchId": None, "files": 0, "bytes": 0}
+    copied, size = 0, 0
+    for selected in select_committed_prefix(files, batch):
+        try:
+            fs.copy(join(source.checkpoint, selected.path), join(target, source.key, selected.path))
+        except MissingFileError:
+            if selected.required:
+                raise SavepointError(f"{selected.path} vanished from {source.checkpoint} while copying") from None
+            continue
+        copied, size = copied + 1, size + files.get(selected.path, 0)
+    operators = [
+        operator_from_metadata(fs.read_text(join(source.checkpoint, path))) for path in operator_metadata_paths(files)
+    ]
+    return {
+        "key": source.key,
+        "id": source.query_id,
+        "name": source.name,
+        "batchId": batch,
+        "statePartitions": partitions_from_offsets(fs.read_text(join(source.checkpoint, "offsets", str(batch)))),
+        "operators": [operator.to_json() for operator in operators if operator is not None],
+        "sinkPath": source.sink_path,
+        "files": copied,
+        "bytes": size,
+    }
+
+
+def take_savepoint(
+    fs: HadoopFileSystem,
+    sources: list[SavepointSource],
+    target: str,
+    context: SavepointContext,
+    now: Callable[[], datetime],
+) -> dict[str, Any]:
+    """Copy each query's committed prefix to ``target/<query key>`` and write the metadata file.
+
+    Returns the savepoint record (the metadata plus ``path``).
+    """
+    if fs.exists(join(target, SAVEPOINT_METADATA_FILE)):
+        raise SavepointError(f"a savepoint already exists at {target}")
+    started, started_at = time.monotonic(), now()
+    queries = [_copy_query(fs, source, target) for source in sources]
+    record = {
+        "formatVersion": FORMAT_VERSION,
+        "path": fs.qualify(target),
+        "app": {"name": context.app_name, "namespace": context.app_namespace, "runId": context.run_id},
+        "reason": context.reason,
+        "stopped": context.stopped,
+        "sparkVersion": context.spark_version,
+        "stateBackend": context.state_backend,
+        "startedAt": started_at.isoformat(),
+        "completedAt": now().isoformat(),
+        "durationSeconds": round(time.monotonic() - started, 3),
+        "sizeBytes": sum(query["bytes"] for query in queries),
+        "queries": queries,
+    }
+    fs.write_text(join(target, SAVEPOINT_METADATA_FILE), json.dumps(record, indent=2, sort_keys=True), overwrite=False)
+    return record
+
+
+def read_savepoint(fs: HadoopFileSystem, path: str) -> dict[str, Any]:
+    """A savepoint's metadata; :class:`SavepointError` if it is missing or unreadable."""
+    try:
+        text = fs.read_text(join(path, SAVEPOINT_METADATA_FILE))
+    except MissingFileError:
+        raise SavepointError(f"{path} is not a complete savepoint: {SAVEPOINT_METADATA_FILE} is missing") from None
+    record: dict[str, Any] = json.loads(text)
+    if record.get("formatVersion") != FORMAT_VERSION:
+        raise SavepointError(f"{path} has savepoint format {record.get('formatVersion')}, expected {FORMAT_VERSION}")
+    return record

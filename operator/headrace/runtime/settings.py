@@ -1,0 +1,128 @@
+"""The runtime's settings, parsed from the environment the operator gives the driver container.
+
+Owns: turning environment variables (names from :mod:`headrace.api.runtime_contract`) into one
+typed, immutable record, and rejecting malformed values with a message naming the variable.
+Never: reads ``os.environ`` itself (the caller passes the mapping) or starts anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from headrace.api import runtime_contract as contract
+
+ENV_TERMINATION_MESSAGE_PATH = "HEADRACE_TERMINATION_MESSAGE_PATH"  # override for tests
+ENV_CONTROL_BIND = "HEADRACE_CONTROL_BIND"  # listen address of both servers, default all interfaces
+ENV_LOCAL_MASTER = "HEADRACE_LOCAL_MASTER"  # master outside a pod when none is configured
+
+STATE_BACKENDS = ("rocksdb", "hdfs")
+MODES = ("continuous", "bounded")
+
+
+class SettingsError(ValueError):
+    """An environment variable has a value the runtime cannot use."""
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Everything the runtime reads from its environment."""
+
+    app_name: str = "headrace-app"
+    app_namespace: str = ""
+    run_id: str = ""
+    attempt: int = 1
+    checkpoint_dir: str | None = None
+    savepoint_dir: str | None = None
+    restore_from: str | None = None
+    state_backend: str = "rocksdb"
+    state_partitions: int | None = None
+    allow_repartition: bool = False
+    mode: str = "continuous"
+    control_port: int = contract.DEFAULT_CONTROL_PORT
+    control_token: str | None = None
+    metrics_port: int = contract.DEFAULT_METRICS_PORT
+    bind_address: str = "0.0.0.0"  # noqa: S104 - the driver pod must be reachable by the operator
+    pod_ip: str | None = None
+    pod_name: str | None = None
+    kubernetes_host: str | None = None
+    kubernetes_port: str | None = None
+    termination_message_path: str = contract.TERMINATION_MESSAGE_PATH
+    local_master: str = "local[2]"
+
+    @property
+    def bounded(self) -> bool:
+        return self.mode == "bounded"
+
+    @property
+    def in_pod(self) -> bool:
+        return self.kubernetes_host is not None
+
+
+def _optional(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def _integer(env: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    raw = _optional(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = (_optional(env, name) or choices[0]).lower()
+    if value not in choices:
+        raise SettingsError(f"{name}={value!r} must be one of {', '.join(choices)}")
+    return value
+
+
+def _boolean(env: Mapping[str, str], name: str) -> bool:
+    value = (_optional(env, name) or "false").lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise SettingsError(f"{name}={value!r} must be true or false")
+    return value in ("true", "1", "yes")
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _integer(env, name, default, 0)
+    assert value is not None
+    if value > 65535:
+        raise SettingsError(f"{name}={value} is not a TCP port")
+    return value
+
+
+def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
+    """Parse the runtime's environment; raise :class:`SettingsError` naming the bad variable."""
+    attempt = _integer(env, contract.ENV_ATTEMPT, 1, 1)
+    assert attempt is not None
+    return RuntimeSettings(
+        app_name=_optional(env, contract.ENV_APP_NAME) or "headrace-app",
+        app_namespace=_optional(env, contract.ENV_APP_NAMESPACE) or "",
+        run_id=_optional(env, contract.ENV_RUN_ID) or "",
+        attempt=attempt,
+        checkpoint_dir=_optional(env, contract.ENV_CHECKPOINT_DIR),
+        savepoint_dir=_optional(env, contract.ENV_SAVEPOINT_DIR),
+        restore_from=_optional(env, contract.ENV_RESTORE_FROM),
+        state_backend=_choice(env, contract.ENV_STATE_BACKEND, STATE_BACKENDS),
+        state_partitions=_integer(env, contract.ENV_STATE_PARTITIONS, None, 1),
+        allow_repartition=_boolean(env, contract.ENV_ALLOW_REPARTITION),
+        mode=_choice(env, contract.ENV_MODE, MODES),
+        control_port=_port(env, contract.ENV_CONTROL_PORT, contract.DEFAULT_CONTROL_PORT),
+        control_token=_optional(env, contract.ENV_CONTROL_TOKEN),
+        metrics_port=_port(env, contract.ENV_METRICS_PORT, contract.DEFAULT_METRICS_PORT),
+        bind_address=_optional(env, ENV_CONTROL_BIND) or "0.0.0.0",  # noqa: S104
+        pod_ip=_optional(env, contract.ENV_POD_IP),
+        pod_name=_optional(env, contract.ENV_POD_NAME),
+        kubernetes_host=_optional(env, "KUBERNETES_SERVICE_HOST"),
+        kubernetes_port=_optional(env, "KUBERNETES_SERVICE_PORT"),
+        termination_message_path=_optional(env, ENV_TERMINATION_MESSAGE_PATH) or contract.TERMINATION_MESSAGE_PATH,
+        local_master=_optional(env, ENV_LOCAL_MASTER) or "local[2]",
+    )

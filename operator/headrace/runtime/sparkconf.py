@@ -1,0 +1,104 @@
+"""Spark configuration that only the driver pod knows, merged into a private SPARK_CONF_DIR.
+
+Owns: reading the operator's mounted ``spark-defaults.conf``, adding the runtime's keys (state
+store backend, state partitions, driver host, pod name, master) and writing the merged file into
+the runtime's own configuration directory before the JVM starts.
+Never: starts Spark, or overrides a master the user or operator configured.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from headrace.api import runtime_contract as contract
+from headrace.runtime.settings import RuntimeSettings
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+DEFAULTS_FILE = "spark-defaults.conf"
+_SEPARATOR = re.compile(r"\s*[=:\s]\s*")
+
+
+def parse_spark_defaults(text: str) -> dict[str, str]:
+    """Parse the ``key value`` lines of a spark-defaults file (comments and blanks ignored)."""
+    conf: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        parts = _SEPARATOR.split(line, maxsplit=1)
+        conf[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    return conf
+
+
+def render_spark_defaults(conf: Mapping[str, str]) -> str:
+    """Render a configuration as a spark-defaults file, one sorted ``key value`` line each."""
+    lines = ["# Written by headrace.runtime: the operator's spark-defaults plus what only the pod knows."]
+    for key in sorted(conf):
+        value = conf[key].replace("\\", "\\\\").replace("\n", "\\n")
+        lines.append(f"{key} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def state_store_conf(settings: RuntimeSettings) -> dict[str, str]:
+    """The state store backend and partitions the environment asks for."""
+    conf: dict[str, str] = {}
+    if settings.state_backend == "hdfs":
+        conf["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
+    else:
+        conf["spark.sql.streaming.stateStore.providerClass"] = ROCKSDB_PROVIDER
+        conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+    if settings.state_partitions is not None:
+        conf["spark.sql.shuffle.partitions"] = str(settings.state_partitions)
+    return conf
+
+
+def pod_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, str]:
+    """Driver networking and ownership that only the pod knows; a configured master wins."""
+    conf: dict[str, str] = {}
+    if settings.pod_ip:
+        conf["spark.driver.host"] = settings.pod_ip
+        conf.setdefault("spark.driver.bindAddress", "0.0.0.0")  # noqa: S104
+        conf["spark.driver.port"] = base.get("spark.driver.port", str(contract.DRIVER_PORT))
+        conf["spark.blockManager.port"] = base.get("spark.blockManager.port", str(contract.BLOCK_MANAGER_PORT))
+    if settings.pod_name:
+        conf["spark.kubernetes.driver.pod.name"] = settings.pod_name
+    if "spark.master" not in base:
+        if settings.in_pod:
+            conf["spark.master"] = f"k8s://https://{settings.kubernetes_host}:{settings.kubernetes_port or '443'}"
+        else:
+            conf["spark.master"] = settings.local_master
+    return conf
+
+
+def merged_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, str]:
+    """The operator's configuration with the runtime's keys added on top."""
+    merged = dict(base)
+    merged.setdefault("spark.app.name", settings.app_name)
+    merged.setdefault("spark.ui.showConsoleProgress", "false")
+    merged.update(state_store_conf(settings))
+    merged.update(pod_conf(settings, base))
+    return merged
+
+
+def prepare_conf_dir(settings: RuntimeSettings, source_dir: str | None, target_dir: Path) -> dict[str, str]:
+    """Copy the operator's conf dir into ``target_dir`` and write the merged spark-defaults there.
+
+    Returns the merged configuration. The caller points ``SPARK_CONF_DIR`` at ``target_dir``.
+    """
+    target_dir.mkdir(parents=True, exist_ok=True)
+    base: dict[str, str] = {}
+    if source_dir and os.path.isdir(source_dir):
+        for entry in Path(source_dir).iterdir():
+            if entry.is_file() and entry.name != DEFAULTS_FILE:
+                shutil.copy2(entry, target_dir / entry.name)
+        defaults = Path(source_dir) / DEFAULTS_FILE
+        if defaults.is_file():
+            base = parse_spark_defaults(defaults.read_text(encoding="utf-8"))
+    conf = merged_conf(settings, base)
+    (target_dir / DEFAULTS_FILE).write_text(render_spark_defaults(conf), encoding="utf-8")
+    return conf
