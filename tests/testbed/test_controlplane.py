@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import pytest
 from cryptography import x509
@@ -328,3 +331,36 @@ def test_apiserver_serves_other_hosts_on_its_advertised_address(tmp_path: Path) 
             )
             addresses = [a for s in slices.items for endpoint in s.endpoints for a in endpoint.addresses]
             assert addresses == [address]
+
+
+def _read_until_export(output: IO[str]) -> list[str]:
+    lines: list[str] = []
+    for line in output:
+        lines.append(line.rstrip("\n"))
+        if line.startswith("export KUBECONFIG="):
+            break
+    return lines
+
+
+def test_command_line_runs_until_sigterm(tmp_path: Path) -> None:
+    ensure_control_plane_binaries()
+    workdir = tmp_path / "cli"
+    command = [sys.executable, "-m", "headrace.testbed.controlplane", "--workdir", str(workdir), "--no-scheduler"]
+    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert runner.stdout is not None
+        lines = _read_until_export(runner.stdout)
+        kubeconfig = workdir / "kubeconfigs" / "admin.kubeconfig"
+        assert lines[-1] == f"export KUBECONFIG={kubeconfig}", lines
+        kubectl = [str(build.binary("kubectl")), "--kubeconfig", str(kubeconfig), "get", "namespace", "default"]
+        assert "Active" in subprocess.run(kubectl, capture_output=True, text=True, check=True, timeout=60).stdout
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=60) == 0
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if runner.stdout:
+            runner.stdout.close()
+    assert processes_mentioning(str(workdir)) == []
+    assert not workdir.exists()
