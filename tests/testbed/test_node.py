@@ -83,8 +83,8 @@ MOUNTINFO = """\
 
 def test_mounts_under_lists_only_the_roots_mounts_deepest_first() -> None:
     assert mounts_under(MOUNTINFO, [Path("/w/node")]) == [
-        "/w/node/containerd/state/x/rootfs/dev",
         "/w/node/kubelet/root/pods/a/volumes/kube-api-access",
+        "/w/node/containerd/state/x/rootfs/dev",
         "/w/node/containerd/state/x/rootfs",
         "/w/node/with space",
     ]
@@ -108,13 +108,26 @@ COMMIT
 """
 
 
+COMMENT = ("-m", "comment", "--comment")
+TAG = 'name: "headrace-pods" id: "c1"'
+
+
 def test_iptables_cleanup_removes_only_this_nodes_rules_and_chains() -> None:
     commands = iptables_cleanup("nat", NAT_SAVE, "headrace-pods")
     assert commands == [
-        ["-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals"]
-        + ["-j", "KUBE-SERVICES"],
-        ["-t", "nat", "-D", "POSTROUTING", "-s", "10.244.0.2/32", "-m", "comment", "--comment"]
-        + ['name: "headrace-pods" id: "c1"', "-j", "CNI-aaa"],
+        ["-t", "nat", "-D", "PREROUTING", *COMMENT, "kubernetes service portals", "-j", "KUBE-SERVICES"],
+        [
+            "-t",
+            "nat",
+            "-D",
+            "POSTROUTING",
+            "-s",
+            "10.244.0.2/32",
+            *COMMENT,
+            'name: "headrace-pods" id: "c1"',
+            "-j",
+            "CNI-aaa",
+        ],
         ["-t", "nat", "-F", "CNI-aaa"],
         ["-t", "nat", "-F", "KUBE-SERVICES"],
         ["-t", "nat", "-X", "CNI-aaa"],
