@@ -83,9 +83,10 @@ RUN mkdir -p /usr/share/man/man1 \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17
 COPY --from=requirements /requirements/spark.txt /tmp/requirements.txt
+COPY docker/install-requirements.sh /tmp/install-requirements.sh
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps --require-hashes -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+    /tmp/install-requirements.sh /tmp/requirements.txt \
+ && rm /tmp/requirements.txt /tmp/install-requirements.sh
 
 FROM spark-dependencies AS connector-jars
 COPY --from=kafka-jars /jars /tmp/kafka-jars
@@ -115,11 +116,9 @@ ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/opt/headrace/bin/spark-entrypoint"]
 FROM python AS operator-dependencies
 ARG PIP_CERT
 COPY --from=requirements /requirements/operator.txt /tmp/requirements.txt
-# kubernetes/aio (an asyncio copy of the whole client, 68 MB) is unused by the operator: it is
-# dropped to keep the image small (tests/testbed/test_images.py fails if the operator imports it).
+COPY docker/install-requirements.sh /tmp/install-requirements.sh
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install --no-deps --require-hashes -r /tmp/requirements.txt \
- && rm -rf /opt/venv/lib/python3.11/site-packages/kubernetes/aio \
+    /tmp/install-requirements.sh /tmp/requirements.txt \
  && pip uninstall --yes pip setuptools
 
 # --- target: operator ------------------------------------------------------------------------------

@@ -11,16 +11,22 @@ containerd), pushes anywhere, or writes inside the repository.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
+import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import headrace
 from headrace.testbed.build import cache_root
@@ -44,6 +50,7 @@ _IGNORED_SUFFIXES = (".pyc", ".pyo")
 BUILD_CA_PATH = "/run/build-ca.crt"
 _CA_ENV_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 _DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+_REF_NAME = "org.opencontainers.image.ref.name"
 
 # Like the official slim images: no documentation, manuals or translations, and apt cleans up after itself.
 _DPKG_SLIM = """\
@@ -57,9 +64,12 @@ path-exclude /usr/share/linda/*
 path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
 """
-_APT_CLEAN = """\
-DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
-APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+_APT_CLEAN_COMMAND = (
+    "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"
+)
+_APT_CLEAN = f"""\
+DPkg::Post-Invoke {{ "{_APT_CLEAN_COMMAND}"; }};
+APT::Update::Post-Invoke {{ "{_APT_CLEAN_COMMAND}"; }};
 Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 Acquire::Languages "none";
@@ -134,6 +144,20 @@ def podman_build_command(target: str, context: Path, ca: Path | None, base: str 
     return [*command, str(context)]
 
 
+def index_with_references(index: dict[str, Any], references: Iterable[str]) -> dict[str, Any]:
+    """An OCI index listing its first manifest once per reference (so an import creates every tag).
+
+    ``podman save --format oci-archive`` names only the first of several tags.
+    """
+    manifest = index["manifests"][0]
+    named = []
+    for reference in references:
+        entry = copy.deepcopy(manifest)
+        entry.setdefault("annotations", {})[_REF_NAME] = reference
+        named.append(entry)
+    return {**index, "manifests": named}
+
+
 def containerd_import_command(archive: Path, address: str, namespace: str) -> list[str]:
     """The ``ctr`` invocation importing an OCI archive into a containerd."""
     return ["ctr", "-a", address, "-n", namespace, "images", "import", "--all-platforms", str(archive)]
@@ -181,9 +205,9 @@ def archive_path(target: str, root: Path | None = None) -> Path:
 # --- effects --------------------------------------------------------------------------------------
 
 
-def _run(command: list[str], **kwargs: object) -> None:
+def _run(command: list[str], *, quiet: bool = False) -> None:
     print("+", " ".join(command), flush=True)
-    subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL if quiet else None)
 
 
 def _podman_has_image(reference: str) -> bool:
@@ -242,7 +266,42 @@ def build_image(target: str) -> Path:
         ["podman", "save", "--format", "oci-archive", "-o", str(partial), image_ref(target), image_ref(target, DEV_TAG)]
     )
     partial.rename(archive)
+    _remove_stale_archives(target, keep=archive)
     return archive
+
+
+def _save_archive(target: str, archive: Path) -> None:
+    """``podman save`` the image, then name both its tags in the archive's index."""
+    saved = archive.with_name(archive.name + ".saved")
+    partial = archive.with_name(archive.name + ".partial")
+    try:
+        _run(["podman", "save", "--format", "oci-archive", "-o", str(saved), image_ref(target)])
+        _copy_archive_with_references(saved, partial, [image_ref(target), image_ref(target, DEV_TAG)])
+        partial.rename(archive)
+    finally:
+        saved.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
+
+
+def _copy_archive_with_references(source: Path, destination: Path, references: list[str]) -> None:
+    with tarfile.open(source) as reader, tarfile.open(destination, "w") as writer:
+        for member in reader:
+            content = reader.extractfile(member) if member.isfile() else None
+            if member.name.removeprefix("./") == "index.json" and content is not None:
+                index = index_with_references(json.load(content), references)
+                data = json.dumps(index).encode()
+                member.size = len(data)
+                writer.addfile(member, io.BytesIO(data))
+            else:
+                writer.addfile(member, content)
+
+
+def _remove_stale_archives(target: str, keep: Path) -> None:
+    """Archives of older trees are never used again; keep the cache to one archive per target."""
+    ours = re.compile(rf"^{re.escape(target)}-[^-]+-[0-9a-f]{{16}}\.oci\.tar$")
+    for stale in keep.parent.glob(f"{target}-*.oci.tar"):
+        if stale != keep and ours.match(stale.name):
+            stale.unlink(missing_ok=True)
 
 
 def build_all() -> dict[str, Path]:
@@ -252,7 +311,7 @@ def build_all() -> dict[str, Path]:
 
 def import_into_containerd(archive: Path, address: str, namespace: str = "k8s.io") -> None:
     """Import an archive (both its tags) into the containerd listening on `address`."""
-    _run(containerd_import_command(archive, address, namespace), stdout=subprocess.DEVNULL)
+    _run(containerd_import_command(archive, address, namespace), quiet=True)
 
 
 # --- command line ---------------------------------------------------------------------------------
