@@ -399,6 +399,9 @@ class ControlPlane:
         self.binaries = binaries or build.bin_dir()
         self.layout = Layout(self.workdir)
         self.startup_seconds: float | None = None
+        # Seconds from start() until each step was done ("pki", then each component healthy).
+        self.ready_after: dict[str, float] = {}
+        self._began = 0.0
         self._running: _Running | None = None
         self._owns_workdir = False
 
@@ -462,14 +465,16 @@ class ControlPlane:
         if self._running:
             raise RuntimeError("the control plane is already running")
         self._prepare_workdir()
-        began = time.monotonic()
+        self._began = time.monotonic()
+        self.ready_after = {}
         try:
             self._running = self._create_credentials()
+            self._record_ready("pki")
             self._start_with_retries(self._running)
         except BaseException:
             self.stop()
             raise
-        self.startup_seconds = time.monotonic() - began
+        self.startup_seconds = time.monotonic() - self._began
 
     def stop(self) -> None:
         """Stop every component (SIGTERM, then SIGKILL), remove the workdir unless kept. Idempotent."""
@@ -582,15 +587,9 @@ class ControlPlane:
         admin_tls = _tls_context(self.ca_cert, self._admin_client_cert())
         serving_tls = _tls_context(self.ca_cert)
         etcd = self._spawn(running, "etcd", etcd_command(plan))
-        procs.wait_until_healthy(
-            etcd,
-            lambda: http_ok(f"http://127.0.0.1:{plan.ports.etcd_client}/health"),
-            timeout_seconds=ETCD_TIMEOUT_SECONDS,
-        )
+        self._wait(etcd, [(f"http://127.0.0.1:{plan.ports.etcd_client}/health", None)], ETCD_TIMEOUT_SECONDS)
         apiserver = self._spawn(running, "kube-apiserver", apiserver_command(plan))
-        procs.wait_until_healthy(
-            apiserver, lambda: http_ok(f"{self.url}/readyz", admin_tls), timeout_seconds=APISERVER_TIMEOUT_SECONDS
-        )
+        self._wait(apiserver, [(f"{self.url}/readyz", admin_tls)], APISERVER_TIMEOUT_SECONDS)
         self._start_optional_components(running, plan, admin_tls, serving_tls)
 
     def _start_optional_components(
@@ -608,8 +607,14 @@ class ControlPlane:
             scheduler = self._spawn(running, "kube-scheduler", scheduler_command(plan))
             pending.append((scheduler, [(f"https://127.0.0.1:{plan.ports.scheduler}/healthz", serving_tls)]))
         for process, probes in pending:
-            check = functools.partial(all_ok, probes)
-            procs.wait_until_healthy(process, check, timeout_seconds=COMPONENT_TIMEOUT_SECONDS)
+            self._wait(process, probes, COMPONENT_TIMEOUT_SECONDS)
+
+    def _wait(self, process: procs.Process, probes: list[Probe], timeout_seconds: float) -> None:
+        procs.wait_until_healthy(process, functools.partial(all_ok, probes), timeout_seconds=timeout_seconds)
+        self._record_ready(process.name)
+
+    def _record_ready(self, step: str) -> None:
+        self.ready_after[step] = round(time.monotonic() - self._began, 3)
 
     def _admin_client_cert(self) -> tuple[Path, Path]:
         user = yaml.safe_load(self.kubeconfig.read_text())["users"][0]["user"]
