@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from headrace.runtime import termination
-from headrace.runtime.checkpoint_files import StatefulOperator
+from headrace.runtime.checkpoint_files import StatefulOperator, last_batch_id
 from headrace.runtime.control import ActionError
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.listener import RuntimeListener
@@ -31,6 +31,7 @@ from headrace.runtime.patching import StartCall
 from headrace.runtime.progress import summarize
 from headrace.runtime.registry import QueryRegistry, TrackedQuery
 from headrace.runtime.restore import (
+    COMPACT_INTERVAL_CONF,
     RestoreIncompatibleError,
     copy_savepoint_query,
     current_partitions,
@@ -38,6 +39,7 @@ from headrace.runtime.restore import (
     partition_decision,
     plan_operators,
     repartition_checkpoint,
+    seed_file_sink_log,
 )
 from headrace.runtime.savepoint import (
     SavepointContext,
@@ -179,6 +181,17 @@ class Agent:
                 self._spark, tracked.checkpoint, self.settings.state_partitions, tracked.file_sink_path
             )
             log.info("query %s: %s; repartitioned as batch %d", tracked.key, decision.message, batch)
+        if tracked.file_sink_path:
+            self._seed_new_file_sink(tracked)
+
+    def _seed_new_file_sink(self, tracked: TrackedQuery) -> None:
+        assert self._fs is not None
+        assert self._spark is not None
+        assert tracked.file_sink_path is not None
+        committed = last_batch_id(self._fs.list_names(join(tracked.checkpoint, "commits")))
+        interval = int(self._spark.conf.get(COMPACT_INTERVAL_CONF, "10") or "10")
+        if committed is not None and seed_file_sink_log(self._fs, tracked.file_sink_path, committed, interval):
+            log.info("query %s: new file sink %s starts after batch %d", tracked.key, tracked.file_sink_path, committed)
 
     def _saved_query(self, key: str) -> dict[str, Any] | None:
         if self._savepoint is None:
@@ -304,10 +317,20 @@ class Agent:
         for query in running:
             query.handle.stop()
         for query in running:
+            if not self._has_pending_batch(query.checkpoint):
+                log.info("query %s stopped between batches", query.key)
+                continue
             query.writer.trigger(once=True)
             query.handle = query.relaunch()
             query.handle.awaitTermination()
             log.info("query %s stopped at a batch boundary", query.key)
+
+    def _has_pending_batch(self, checkpoint: str) -> bool:
+        """Whether the offsets log is ahead of the commits log (a batch was planned, not committed)."""
+        assert self._fs is not None
+        planned = last_batch_id(self._fs.list_names(join(checkpoint, "offsets")))
+        committed = last_batch_id(self._fs.list_names(join(checkpoint, "commits")))
+        return planned is not None and planned != committed
 
     def after_stop_response(self) -> None:
         """Let the main thread exit; exit anyway if the script keeps it busy."""

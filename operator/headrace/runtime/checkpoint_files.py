@@ -52,6 +52,24 @@ def _hidden(path: str) -> bool:
     return any(part.startswith(".") for part in path.split("/"))
 
 
+def last_batch_id(names: Iterable[str]) -> int | None:
+    """The highest batch id among a metadata log directory's file names (``7``, ``9.compact``)."""
+    numbers = [number for number in (_batch_number(name) for name in names) if number is not None]
+    return max(numbers, default=None)
+
+
+def sink_log_seed(last_batch: int, compact_interval: int) -> list[str]:
+    """Empty file-sink log entries that let a new output directory start after ``last_batch``.
+
+    Spark's sink log compacts every ``compact_interval`` batches and needs the newest compaction
+    file plus every later entry, so: the newest compaction batch at or below ``last_batch`` (as
+    ``<id>.compact``) and the plain entries after it.
+    """
+    compactions = [batch for batch in range(last_batch + 1) if (batch + 1) % compact_interval == 0]
+    first = compactions[-1] if compactions else 0
+    return [f"{batch}.compact" if batch in compactions else str(batch) for batch in range(first, last_batch + 1)]
+
+
 def committed_batches(paths: Iterable[str]) -> list[int]:
     """Batch ids present in the ``commits`` log, ascending."""
     batches = []

@@ -102,6 +102,7 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     settings_path = os.environ.get("HEADRACE_TERMINATION_MESSAGE_PATH")
     outcome = run(sys.argv[1:] if argv is None else argv, os.environ)
     if outcome.exit_code == contract.EXIT_USAGE:

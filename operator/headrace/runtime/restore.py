@@ -16,8 +16,10 @@ from typing import Any
 from headrace.runtime.checkpoint_files import (
     RESTORE_MARKER,
     StatefulOperator,
+    last_batch_id,
     last_committed_batch,
     partitions_from_offsets,
+    sink_log_seed,
 )
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 
@@ -35,6 +37,8 @@ PLAN_NODE_OPERATOR_NAMES = {
     "StreamingGlobalLimit": "globalLimit",
     "TransformWithState": "transformWithStateExec",
 }
+COMPACT_INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
+EMPTY_SINK_LOG_ENTRY = "v1"
 _STATEFUL_PLAN_LINE = re.compile(r"^[\s:+\-|]*(?:\*\(\d+\)\s*)?(\w+).*state info \[.*?opId = (\d+)")
 
 
@@ -149,11 +153,26 @@ def repartition_checkpoint(spark: Any, checkpoint: str, partitions: int, file_si
     """
     spark._jsparkSession.streamingCheckpointManager().repartition(checkpoint, partitions, True)
     fs = HadoopFileSystem.of_session(spark)
-    batch = last_committed_batch(f"commits/{name}" for name in fs.list_names(join(checkpoint, "commits")))
+    batch = last_batch_id(fs.list_names(join(checkpoint, "commits")))
     if batch is None:
         raise OSError(f"repartition of {checkpoint} left no committed batch")
-    if file_sink_path:
+    if file_sink_path and fs.list_names(join(file_sink_path, "_spark_metadata")):
         entry = join(file_sink_path, "_spark_metadata", str(batch))
         if not fs.exists(entry):
-            fs.write_text(entry, "v1")
+            fs.write_text(entry, EMPTY_SINK_LOG_ENTRY)
     return batch
+
+
+def seed_file_sink_log(fs: HadoopFileSystem, sink_path: str, last_batch: int, compact_interval: int) -> bool:
+    """Let a restored query write into a new, empty file-sink directory; True if it seeded.
+
+    Without entries for batches up to the restored one, Spark fails at the next sink-log
+    compaction (BATCH_METADATA_NOT_FOUND). The entries are empty: the new directory holds only
+    output after the savepoint. A sink that already has a log is left alone.
+    """
+    log_dir = join(sink_path, "_spark_metadata")
+    if fs.list_names(log_dir):
+        return False
+    for name in sink_log_seed(last_batch, compact_interval):
+        fs.write_text(join(log_dir, name), EMPTY_SINK_LOG_ENTRY)
+    return True
