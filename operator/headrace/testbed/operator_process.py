@@ -28,14 +28,15 @@ HTTP_CONFLICT = 409
 def install_crds(api: ApiClient, timeout_seconds: float = 30.0) -> None:
     """Create or replace the Headrace CRDs and wait until the API server serves them."""
     extensions = client.ApiextensionsV1Api(api)
-    for manifest in crd.all_crds().values():
+    manifests: dict[str, Any] = crd.all_crds()
+    for manifest in manifests.values():
         name = manifest["metadata"]["name"]
         try:
             extensions.create_custom_resource_definition(manifest)
         except ApiException as error:
             if error.status != HTTP_CONFLICT:
                 raise
-            current = extensions.read_custom_resource_definition(name)
+            current: Any = extensions.read_custom_resource_definition(name)
             version = current.metadata.resource_version
             replacement: Any = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
             extensions.replace_custom_resource_definition(name, replacement)

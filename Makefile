@@ -1,0 +1,38 @@
+# One command each: `make setup`, `make lint`, `make test` (what CI runs), `make quickstart`, `make bench`.
+SHELL := /bin/bash
+export UV_PYTHON_DOWNLOADS := never
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+
+.PHONY: setup lint test unit quickstart down bench crds
+
+setup:
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user 'uv==0.13.9'
+	$(UV) sync --frozen --all-extras
+
+crds: setup
+	$(UV) run headrace crds
+
+lint: setup
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run mypy
+	$(UV) run lint-imports
+	$(UV) run headrace crds --check
+
+unit: setup
+	$(UV) run pytest tests/unit -q
+
+# Everything: lint, unit, runtime (real PySpark + Kafka), integration (real API server) and
+# end-to-end (a real single-node cluster built here). The first run builds Kubernetes from source.
+test: lint
+	$(UV) run pytest
+
+quickstart: setup
+	$(UV) run headrace dev quickstart
+
+down: setup
+	$(UV) run headrace dev cluster down
+
+bench: setup
+	$(UV) run python bench/operator_scale.py
+	$(UV) run python bench/runtime_overhead.py

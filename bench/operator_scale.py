@@ -1,0 +1,146 @@
+"""Operator scale: create N StreamingApps against a real API server and measure create -> driver pod.
+
+Prints, for each N: p50/p99/max latency from the app's create call returning to the driver pod being
+seen through a watch, the operator's CPU seconds and peak RSS over the run, and the baseline RSS of
+the idle operator measured in the same run. Run: `uv run python bench/operator_scale.py [N ...]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kubernetes import client, watch
+
+from headrace.api import models, names
+from headrace.testbed import procs
+from headrace.testbed.controlplane import ControlPlane, create_namespace, ensure_control_plane_binaries
+from headrace.testbed.operator_process import OperatorProcess, install_crds
+
+
+def _manifest(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": models.APP_KIND,
+        "metadata": {"name": name},
+        "spec": {
+            "image": "localhost/headrace/spark:0.1.0",
+            "application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py"},
+            "state": {"checkpointDir": "s3a://bucket/checkpoints"},
+        },
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime in clock ticks
+
+
+class _Sampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stopped = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            self.peak = max(self.peak, procs.rss_bytes(self.pid))
+            time.sleep(0.1)
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:
+    """One round: a fresh operator, a fresh namespace, `count` apps."""
+    with plane.api_client() as api:
+        namespace = create_namespace(api)
+        seen: dict[str, float] = {}
+        done = threading.Event()
+
+        def watch_pods() -> None:
+            core = client.CoreV1Api(api)
+            stream = watch.Watch()
+            for event in stream.stream(core.list_namespaced_pod, namespace, timeout_seconds=600):
+                app = (event["object"].metadata.labels or {}).get(names.APP)
+                if app and app not in seen:
+                    seen[app] = time.monotonic()
+                if len(seen) >= count or done.is_set():
+                    stream.stop()
+
+        watcher = threading.Thread(target=watch_pods, daemon=True)
+        watcher.start()
+        time.sleep(1)
+        with OperatorProcess(plane.kubeconfig, workdir / f"op-{count}") as operator:
+            assert operator.process is not None
+            pid = operator.process.pid
+            time.sleep(2)
+            idle_rss = procs.rss_bytes(pid)
+            cpu_before = _cpu_seconds(pid)
+            sampler = _Sampler(pid)
+            sampler.start()
+            created: dict[str, float] = {}
+            custom = client.CustomObjectsApi(api)
+
+            def create(index: int) -> None:
+                name = f"app-{index:04d}"
+                custom.create_namespaced_custom_object(
+                    models.GROUP, models.VERSION, namespace, models.APP_PLURAL, _manifest(name)
+                )
+                created[name] = time.monotonic()
+
+            began = time.monotonic()
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(create, range(count)))
+            create_seconds = time.monotonic() - began
+            deadline = time.monotonic() + 300
+            while len(seen) < count and time.monotonic() < deadline:
+                time.sleep(0.2)
+            done.set()
+            sampler.stopped.set()
+            sampler.join()
+            cpu = _cpu_seconds(pid) - cpu_before
+        latencies = [seen[name] - created[name] for name in created if name in seen]
+        return {
+            "apps": count,
+            "drivers_seen": len(latencies),
+            "create_calls_s": create_seconds,
+            "p50_s": statistics.median(latencies),
+            "p99_s": _percentile(latencies, 0.99),
+            "max_s": max(latencies),
+            "operator_cpu_s": cpu,
+            "operator_idle_rss_mb": idle_rss / 2**20,
+            "operator_peak_rss_mb": sampler.peak / 2**20,
+        }
+
+
+def main() -> None:
+    """Run the benchmark for each N and print one line per N."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("counts", nargs="*", type=int, default=[100, 500])
+    args = parser.parse_args()
+    ensure_control_plane_binaries()
+    with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp:
+        workdir = Path(temp)
+        with ControlPlane(workdir / "plane") as plane:
+            with plane.api_client() as api:
+                install_crds(api)
+            for count in args.counts:
+                result = measure(plane, count, workdir)
+                print(
+                    f"N={result['apps']:.0f}: create->driver pod p50 {result['p50_s']:.2f}s p99 {result['p99_s']:.2f}s "
+                    f"max {result['max_s']:.2f}s ({result['drivers_seen']:.0f} seen; create calls took "
+                    f"{result['create_calls_s']:.1f}s); operator CPU {result['operator_cpu_s']:.1f}s, RSS idle "
+                    f"{result['operator_idle_rss_mb']:.0f} MB, peak {result['operator_peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
