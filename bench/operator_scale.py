@@ -54,7 +54,7 @@ class _Sampler(threading.Thread):
 
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -328,3 +329,110 @@ def test_spark_entrypoint_runs_the_headrace_runtime_for_a_driver(containerd: Con
     output = done.stdout + done.stderr
     assert done.returncode == runtime_contract.EXIT_USAGE, output[-3000:]
     assert "python -m headrace.runtime" in output
+
+
+# --- the executor entrypoint against a real driver ----------------------------------------------------
+
+_DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+master, port = sys.argv[1], sys.argv[2]
+spark = (
+    SparkSession.builder.master(master).appName("executor-entrypoint-test")
+    .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.driver.port", port).config("spark.executor.memory", "512m")
+    .getOrCreate()
+)
+sc = spark.sparkContext
+print("APP", sc.applicationId, flush=True)
+print("JAVA_OPTIONS", sc.getConf().get("spark.executor.defaultJavaOptions", ""), flush=True)
+total = spark.range(1000).selectExpr("sum(id) AS s").first()["s"]
+squares = sc.parallelize(range(10), 2).map(lambda x: x * x).sum()
+print("RESULT", total, squares, flush=True)
+spark.stop()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _spawn(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    with log.open("wb") as output:
+        return subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _wait_for_line(log: Path, prefix: str, process: subprocess.Popen[bytes], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+        if process.poll() is not None:
+            break
+        time.sleep(0.5)
+    raise AssertionError(f"no {prefix!r} line in {log}:\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def _executor_environment(driver_port: int, application_id: str, java_options: str) -> dict[str, str]:
+    """What Spark's Kubernetes backend sets on an executor container (BasicExecutorFeatureStep)."""
+    environment = {
+        "SPARK_DRIVER_URL": f"spark://CoarseGrainedScheduler@127.0.0.1:{driver_port}",
+        "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "1",
+        "SPARK_EXECUTOR_MEMORY": "512m",
+        "SPARK_APPLICATION_ID": application_id,
+        "SPARK_EXECUTOR_POD_IP": "127.0.0.1",
+        "SPARK_EXECUTOR_POD_NAME": "image-test-exec-1",
+        "SPARK_RESOURCE_PROFILE_ID": "0",
+    }
+    for number, option in enumerate(java_options.split()):
+        environment[f"SPARK_JAVA_OPT_{number}"] = option
+    return environment
+
+
+@pytest.mark.e2e
+def test_spark_image_executor_serves_a_real_driver(containerd: Containerd, spark_image: str, tmp_path: Path) -> None:
+    """A host driver (standalone master, no workers) gets its only executor from the image's `executor` mode."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    spark_home = _find_spark_home()
+    master_port, driver_port = _free_port(), _free_port()
+    master_command = [f"{spark_home}/bin/spark-class", "org.apache.spark.deploy.master.Master"]
+    master_command += ["--host", "127.0.0.1", "--port", str(master_port), "--webui-port", str(_free_port())]
+    master = _spawn(master_command, tmp_path / "master.log")
+    driver_script = tmp_path / "driver.py"
+    driver_script.write_text(_DRIVER)
+    driver_command = [sys.executable, str(driver_script), f"spark://127.0.0.1:{master_port}", str(driver_port)]
+    # Python tasks run with the driver's PYSPARK_PYTHON: the image's interpreter.
+    driver_environment = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": "/opt/venv/bin/python"}
+    driver: subprocess.Popen[bytes] | None = None
+    executor: subprocess.Popen[bytes] | None = None
+    try:
+        driver = _spawn(driver_command, tmp_path / "driver.log", env=driver_environment)
+        application_id = _wait_for_line(tmp_path / "driver.log", "APP ", driver, 120)
+        java_options = _wait_for_line(tmp_path / "driver.log", "JAVA_OPTIONS", driver, 10)
+        variables = _executor_environment(driver_port, application_id, java_options)
+        entrypoint = ["/usr/bin/tini", "-s", "--", "/opt/headrace/bin/spark-entrypoint", "executor"]
+        env_flags = [f"--env={key}={value}" for key, value in variables.items()]
+        executor_command = ["ctr", "-a", containerd.address, "-n", NAMESPACE, "run", "--rm", "--net-host"]
+        executor_command += [*env_flags, spark_image, f"exec{time.monotonic_ns()}", *entrypoint]
+        executor = _spawn(executor_command, tmp_path / "executor.log")
+        result = _wait_for_line(tmp_path / "driver.log", "RESULT ", driver, 180)
+        assert result == "499500 285", (tmp_path / "executor.log").read_text()[-3000:]
+        executor_log = (tmp_path / "executor.log").read_text(errors="replace")
+        assert "KubernetesExecutorBackend" in executor_log or "Successfully registered with driver" in executor_log
+    finally:
+        for process in (executor, driver, master):
+            if process is not None:
+                _stop(process)

@@ -64,7 +64,7 @@ def test_containerd_config_keeps_every_path_under_the_node_root(tmp_path: Path) 
     layout = NodeLayout(tmp_path)
     text = containerd_config(layout)
     paths = [line.split('"')[1] for line in text.splitlines() if '= "/' in line]
-    outside = [p for p in paths if not p.startswith(str(tmp_path)) and p != "/usr/lib/cni"]
+    outside = [p for p in paths if not p.startswith((str(tmp_path), str(layout.short_root))) and p != "/usr/lib/cni"]
     assert outside == []
     for setting in ("SystemdCgroup = false", "restrict_oom_score_adj = true", 'snapshotter = "overlayfs"'):
         assert setting in text
@@ -145,8 +145,9 @@ def test_owned_processes_match_node_programs_naming_the_root() -> None:
         2: ["/bin/bash", "-c", "ls /w/node"],
         3: ["containerd", "--config", "/other/config.toml"],
         4: ["/bin/kubelet", "--config=/w/node/kubelet/config.yaml"],
+        5: ["containerd-shim-runc-v2", "-address", "/var/lib/headrace/abc/containerd.sock"],
     }
-    assert owned_processes(cmdlines, "/w/node") == [1, 4]
+    assert owned_processes(cmdlines, ("/w/node", "/var/lib/headrace/abc")) == [1, 4, 5]
 
 
 def test_oci_archive_is_a_valid_content_addressed_layout() -> None:
@@ -365,10 +366,10 @@ def test_stop_leaves_no_process_mount_device_rule_or_directory(running: RunningN
     veths = bridge_ports(running.node.network.bridge)
     assert veths
     running.node.stop()
-    table = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()
+    table = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()
     mine = [line for line in table if str(running.workdir) in line and Path(line.split()[0]).name in NODE_PROGRAMS]
     assert mine == []
-    assert mounts_under(Path("/proc/self/mountinfo").read_text(), [running.workdir]) == []
+    assert mounts_under(Path("/proc/self/mountinfo").read_text(), running.node.layout.roots) == []
     assert not link_exists(running.node.network.bridge)
     assert [veth for veth in veths if link_exists(veth)] == []
     assert running.node.leftovers() == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import ipaddress
 import itertools
 import json
@@ -39,6 +40,7 @@ from headrace.testbed.pause import PAUSE_IMAGE, pause_image
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 CGROUP_MOUNTS = Path("/sys/fs/cgroup")
+SHORT_ROOTS = Path("/var/lib/headrace")
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 PORTMAP_SHARED_CHAINS = ("CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SETMARK", "CNI-HOSTPORT-MASQ")
 KUBELET_PORT = 10250
@@ -132,9 +134,30 @@ class NodeLayout:
         return self.root / "containerd" / "config.toml"
 
     @property
+    def short_root(self) -> Path:
+        """A short directory named after the root, for what holds unix sockets (paths of at most 104 bytes):
+        containerd's socket and the kubelet's ``--root-dir`` (pod volumes, plugin and pod-resources sockets)."""
+        return SHORT_ROOTS / hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:12]
+
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's ``--root-dir``."""
+        return self.short_root / "kubelet"
+
+    @property
+    def roots(self) -> tuple[Path, Path]:
+        """Every directory this node owns (mounts below them are its own)."""
+        return self.root, self.short_root
+
+    @property
     def containerd_socket(self) -> Path:
         """containerd's gRPC socket (the CRI endpoint, and what ``ctr -a`` takes)."""
-        return self.root / "containerd" / "containerd.sock"
+        return self.short_root / "containerd.sock"
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        """Strings that appear in the command line of every process of this node."""
+        return str(self.root), str(self.short_root)
 
     @property
     def containerd_root(self) -> Path:
@@ -332,7 +355,7 @@ def kubelet_command(binary: Path, layout: NodeLayout, network: NodeNetwork, name
         str(binary),
         f"--config={layout.kubelet_dir / 'config.yaml'}",
         f"--kubeconfig={kubeconfig}",
-        f"--root-dir={layout.kubelet_dir / 'root'}",
+        f"--root-dir={layout.kubelet_root}",
         f"--cert-dir={layout.kubelet_dir / 'pki'}",
         f"--hostname-override={name}",
         f"--node-ip={network.gateway}",
@@ -415,12 +438,12 @@ def iptables_cleanup(table_name: str, save_output: str, cni_name: str) -> list[l
     return commands
 
 
-def owned_processes(cmdlines: dict[int, list[str]], marker: str) -> list[int]:
-    """Ids of this node's component processes: a node binary whose arguments mention ``marker`` (its root)."""
+def owned_processes(cmdlines: dict[int, list[str]], markers: Sequence[str]) -> list[int]:
+    """Ids of a node's component processes: a node binary whose arguments mention one of ``markers``."""
     return sorted(
         pid
         for pid, argv in cmdlines.items()
-        if argv and Path(argv[0]).name in NODE_PROGRAMS and any(marker in arg for arg in argv[1:])
+        if argv and Path(argv[0]).name in NODE_PROGRAMS and any(m in arg for arg in argv[1:] for m in markers)
     )
 
 
@@ -806,7 +829,7 @@ class Node:
         Idempotent. Raises `NodeError` naming what could not be removed.
         """
         try:
-            if self.layout.state_file.exists() or self.layout.root.exists():
+            if any(path.exists() for path in (self.layout.state_file, *self.layout.roots)):
                 self._teardown()
         finally:
             self._processes.clear()
@@ -855,7 +878,8 @@ class Node:
         self.layout.state_file.write_text(NodeState(self.name, self.network, pids).to_json())
 
     def _start_components(self) -> None:
-        for directory in (self.layout.logs, self.layout.kubelet_dir, self.layout.kube_proxy_config.parent):
+        layout = self.layout
+        for directory in (layout.logs, layout.kubelet_dir, layout.kube_proxy_config.parent, layout.short_root):
             directory.mkdir(parents=True, exist_ok=True)
         self._record()
         tool = cri_tool()
@@ -939,7 +963,7 @@ def _stop_component(name: str, state: NodeState, layout: NodeLayout, running: di
         procs.stop(running.pop(name), grace_seconds=STOP_GRACE_SECONDS)
         return
     pid = state.pids.get(name)
-    if pid is not None and pid in owned_processes(_cmdlines(), str(layout.root)):
+    if pid is not None and pid in owned_processes(_cmdlines(), layout.markers):
         _signal_and_wait([pid], STOP_GRACE_SECONDS)
 
 
@@ -953,7 +977,7 @@ def _remove_pods(layout: NodeLayout, running: dict[str, procs.Process]) -> None:
 
 def _kill_runtime_leftovers(layout: NodeLayout, name: str) -> None:
     """After containerd: kill what is left of the node's programs (shims) and every process in its cgroups."""
-    _signal_and_wait(owned_processes(_cmdlines(), str(layout.root)), 2.0)
+    _signal_and_wait(owned_processes(_cmdlines(), layout.markers), 2.0)
     _kill_and_remove_cgroups(name)
 
 
@@ -963,13 +987,14 @@ def _teardown(layout: NodeLayout, state: NodeState, running: dict[str, procs.Pro
     _stop_component("kube-proxy", state, layout, running)
     _stop_component("containerd", state, layout, running)
     _kill_runtime_leftovers(layout, state.name)
-    stuck = _unmount_all([layout.root])
+    stuck = _unmount_all(layout.roots)
     _delete_links(state.network)
     _clean_iptables(state.network.cni_name)
     _remove_log_links(layout.pod_logs)
     if stuck:
         raise NodeError(f"could not unmount {stuck}; left {layout.root} in place")
-    _remove_tree(layout.root)
+    for root in layout.roots:
+        _remove_tree(root)
     problems = node_leftovers(layout, state.name, state.network)
     if problems:
         raise NodeError("node teardown left: " + "; ".join(problems))
@@ -983,15 +1008,15 @@ def _remove_tree(root: Path) -> None:
 def node_leftovers(layout: NodeLayout, name: str, network: NodeNetwork) -> list[str]:
     """Processes, mounts, devices, iptables rules, cgroups and directories of a node that still exist."""
     problems = [f"process {pid}: {' '.join(argv)[:120]}" for pid, argv in _owned(layout).items()]
-    problems += [f"mount {point}" for point in mounts_under(Path("/proc/self/mountinfo").read_text(), [layout.root])]
+    problems += [f"mount {point}" for point in mounts_under(Path("/proc/self/mountinfo").read_text(), layout.roots)]
     problems += [f"device {port} (on {network.bridge})" for port in bridge_ports(network.bridge)]
     problems += [f"device {network.bridge}"] if link_exists(network.bridge) else []
     problems += iptables_leftovers(network.cni_name)
     problems += [f"cgroup {path}" for path in _cgroup_dirs(name)]
-    problems += [f"directory {layout.root}"] if layout.root.exists() else []
+    problems += [f"directory {path}" for path in layout.roots if path.exists()]
     return problems
 
 
 def _owned(layout: NodeLayout) -> dict[int, list[str]]:
     cmdlines = _cmdlines()
-    return {pid: cmdlines[pid] for pid in owned_processes(cmdlines, str(layout.root))}
+    return {pid: cmdlines[pid] for pid in owned_processes(cmdlines, layout.markers)}
