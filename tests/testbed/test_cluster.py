@@ -1,0 +1,108 @@
+"""The testbed cluster: the ``up`` decision table, the state file, and (marked e2e) a real cluster through
+the `Cluster` context manager and through the detached ``python -m headrace.testbed.cluster up|down`` commands.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from headrace.testbed import build, procs
+from headrace.testbed.cluster import Cluster, ClusterState, cluster_home, kubeconfig_path, up_action
+from headrace.testbed.node import NODE_PROGRAMS, NodeLayout, NodeNetwork, link_exists, mounts_under, node_leftovers
+
+READY = ClusterState(supervisor_pid=10, workdir="/w", ready=True, kubeconfig="/k", up_seconds=12.5)
+STARTING = ClusterState(supervisor_pid=10, workdir="/w")
+
+
+@pytest.mark.parametrize(
+    ("state", "alive", "action"),
+    [
+        (None, False, "start"),
+        (READY, True, "already-up"),
+        (STARTING, True, "wait"),
+        (READY, False, "clean-then-start"),
+        (STARTING, False, "clean-then-start"),
+    ],
+)
+def test_up_action(state: ClusterState | None, alive: bool, action: str) -> None:
+    assert up_action(state, alive) == action
+
+
+def test_state_round_trips_through_json() -> None:
+    assert ClusterState.from_json(READY.to_json()) == READY
+
+
+def _processes_mentioning(path: Path) -> list[str]:
+    table = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line for line in table if str(path) in line]
+
+
+def _node_ready(kubeconfig: Path, name: str) -> bool:
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+        node = client.CoreV1Api(api).read_node(name)
+    return {c.type: c.status for c in node.status.conditions}.get("Ready") == "True"
+
+
+def _assert_nothing_left(workdir: Path) -> None:
+    layout = NodeLayout(workdir / "node")
+    assert _processes_mentioning(workdir) == []
+    assert _processes_mentioning(layout.short_root) == []
+    assert mounts_under(Path("/proc/self/mountinfo").read_text(), [workdir, *layout.roots]) == []
+    assert not link_exists(NodeNetwork().bridge)
+    assert node_leftovers(layout, "headrace-node", NodeNetwork()) == []
+
+
+@pytest.mark.e2e
+def test_cluster_context_manager_brings_a_ready_node_and_removes_everything(tmp_path: Path) -> None:
+    workdir = tmp_path / "cluster"
+    with Cluster(workdir) as cluster:
+        assert _node_ready(cluster.kubeconfig, "headrace-node")
+        running = [line for line in _processes_mentioning(workdir) if Path(line.split()[0]).name in NODE_PROGRAMS]
+        assert len(running) >= 3  # containerd, kube-proxy, kubelet
+    assert cluster.up_seconds is not None
+    assert cluster.down_seconds is not None
+    print(f"cluster up {cluster.up_seconds:.1f}s, down {cluster.down_seconds:.1f}s")
+    _assert_nothing_left(workdir)
+
+
+def _cluster_command(*arguments: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "headrace.testbed.cluster", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.fixture
+def background_cluster_slot() -> None:
+    """Skips when a developer's background cluster is up: the test must not take it down."""
+    state_file = cluster_home() / "state.json"
+    if state_file.exists():
+        state = ClusterState.from_json(state_file.read_text())
+        if procs.pid_exists(state.supervisor_pid):
+            pytest.skip(f"a background cluster is running (supervisor {state.supervisor_pid})")
+    build.ensure_binaries()
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("background_cluster_slot")
+def test_up_detaches_and_down_removes_everything() -> None:
+    try:
+        up = _cluster_command("up")
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.strip() == f"export KUBECONFIG={kubeconfig_path()}"
+        state = ClusterState.from_json((cluster_home() / "state.json").read_text())
+        assert procs.pid_exists(state.supervisor_pid)  # survived the command
+        assert _node_ready(kubeconfig_path(), "headrace-node")
+        again = _cluster_command("up")
+        assert (again.returncode, again.stdout) == (0, up.stdout)  # already up: same cluster
+        assert ClusterState.from_json((cluster_home() / "state.json").read_text()) == state
+    finally:
+        down = _cluster_command("down")
+    assert down.returncode == 0, down.stderr
+    assert not procs.pid_exists(state.supervisor_pid)
+    assert not kubeconfig_path().exists()
+    _assert_nothing_left(Path(state.workdir))
+    assert not Path(state.workdir).exists()
