@@ -77,7 +77,7 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:
         watcher = threading.Thread(target=watch_pods, daemon=True)
         watcher.start()
         time.sleep(1)
-        with OperatorProcess(plane.kubeconfig, workdir / f"op-{count}") as operator:
+        with OperatorProcess(plane.kubeconfig, workdir / f"op-{count}", verbose=False) as operator:
             assert operator.process is not None
             pid = operator.process.pid
             time.sleep(2)

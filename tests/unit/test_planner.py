@@ -21,18 +21,18 @@ def kinds(plan: Plan) -> list[str]:
 
 def running_app() -> StreamingAppStatus:
     """Deploy, create, observe running: the status of a healthy app on run 1 attempt 1."""
-    plan = step(None)
-    plan = step(plan.status)  # fence clear, create
+    plan = step(None)  # intent recorded and driver created in one step
     return step(plan.status, seen(pod()), later(1)).status
 
 
-def test_new_app_records_intent_before_creating_anything() -> None:
+def test_new_app_records_intent_with_the_create() -> None:
     plan = step(None)
     assert plan.status.phase == "Deploying"
+    # the status carrying the intent is written before the action is carried out (the controller's order)
     assert plan.status.pendingOperation is not None and plan.status.pendingOperation.kind == "StartDriver"
     assert plan.status.run is not None and plan.status.run.driverPod == "clicks-r1-a1-driver"
     assert plan.status.run.checkpointDir == "s3a://bucket/checkpoints/analytics/clicks/r1"
-    assert plan.actions == ()  # intent first: the driver is created on the next step
+    assert kinds(plan) == ["EnsureDriver"]
     assert [event.reason for event in plan.events] == ["Deploying"]
 
 

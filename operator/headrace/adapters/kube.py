@@ -7,6 +7,7 @@ are optimistic (a stale resourceVersion raises `Conflict`, and the caller reconc
 from __future__ import annotations
 
 import base64
+import json
 from datetime import datetime
 from typing import Any, cast
 
@@ -26,6 +27,11 @@ class Conflict(Exception):
 def _ignore(status: int, error: ApiException) -> None:
     if error.status != status:
         raise error
+
+
+def _json(response: Any) -> Any:
+    """Decode a raw (`_preload_content=False`) response: skips the client's slow model deserialization."""
+    return json.loads(response.data)
 
 
 class KubeClient:
@@ -49,8 +55,10 @@ class KubeClient:
         try:
             body = cast(
                 dict[str, Any],
-                self.custom.get_namespaced_custom_object(
-                    models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name
+                _json(
+                    self.custom.get_namespaced_custom_object(
+                        models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, _preload_content=False
+                    )
                 ),
             )
         except ApiException as error:
@@ -79,8 +87,16 @@ class KubeClient:
         try:
             result = cast(
                 dict[str, Any],
-                self.custom.replace_namespaced_custom_object_status(
-                    models.GROUP, models.VERSION, metadata["namespace"], models.APP_PLURAL, metadata["name"], updated
+                _json(
+                    self.custom.replace_namespaced_custom_object_status(
+                        models.GROUP,
+                        models.VERSION,
+                        metadata["namespace"],
+                        models.APP_PLURAL,
+                        metadata["name"],
+                        updated,
+                        _preload_content=False,
+                    )
                 ),
             )
         except ApiException as error:
@@ -93,14 +109,18 @@ class KubeClient:
     def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         """Every driver pod of an app, of any run or attempt."""
         selector = f"{names.APP}={app},{names.ROLE}={names.ROLE_DRIVER}"
-        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
-        return [self.to_dict(pod) for pod in pods.items]
+        pods = _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False))
+        return list(pods.get("items", []))
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a pod (background propagation: its executors follow)."""
         try:
             self.core.delete_namespaced_pod(
-                name, namespace, grace_period_seconds=grace_seconds, propagation_policy="Background"
+                name,
+                namespace,
+                grace_period_seconds=grace_seconds,
+                propagation_policy="Background",
+                _preload_content=False,
             )
         except ApiException as error:
             _ignore(HTTP_NOT_FOUND, error)
@@ -119,18 +139,9 @@ class KubeClient:
             "RoleBinding": self.rbac.create_namespaced_role_binding,
         }
         try:
-            creators[obj["kind"]](namespace, obj)
+            creators[obj["kind"]](namespace, obj, _preload_content=False)
         except ApiException as error:
             _ignore(HTTP_CONFLICT, error)
-
-    def secret_exists(self, namespace: str, name: str) -> bool:
-        """Whether a Secret exists (tokens are never overwritten)."""
-        try:
-            self.core.read_namespaced_secret(name, namespace)
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
-            return False
-        return True
 
     def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
         """One decoded value of a Secret, or None."""
@@ -186,4 +197,4 @@ class KubeClient:
             reporting_component=self.component,
             reporting_instance=self.component,
         )
-        self.core.create_namespaced_event(metadata["namespace"], event)
+        self.core.create_namespaced_event(metadata["namespace"], event, _preload_content=False)

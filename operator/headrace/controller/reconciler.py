@@ -112,9 +112,10 @@ class Reconciler:
             checkpoint_dir=action.checkpoint_dir,
             restore_from=action.restore_from,
         )
-        if not self.kube.secret_exists(attempt.namespace, names.control_secret(attempt.app)):
-            self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
-        self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
+        # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
+        self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
+        if (attempt.run, attempt.attempt) != (1, 1):
+            self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
         for obj in manifests.attempt_objects(attempt):
             self.kube.create(obj)
 

@@ -150,7 +150,8 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     builder.status.selector = names.executor_selector(app.name)
     run = builder.status.run
     if run is None:
-        _start_attempt(builder, spec, run=1, attempt=1, restore_from=_restore_path(spec), why="Deploying")
+        started = _start_attempt(builder, spec, run=1, attempt=1, restore_from=_restore_path(spec), why="Deploying")
+        _continue_start(builder, observation, started)
         return builder.plan()
     pending = builder.status.pendingOperation
     if pending is not None and pending.kind == START_DRIVER:
@@ -198,7 +199,7 @@ def _start_attempt(
     attempt: int,
     restore_from: str | None,
     why: Phase,
-) -> None:
+) -> RunStatus:
     """Record the intent to run a new attempt; the driver is created once the fence is clear."""
     app = builder.app
     checkpoint_dir = names.run_checkpoint_dir(spec.state.checkpointDir, app.namespace, app.name, run)
@@ -220,6 +221,7 @@ def _start_attempt(
     builder.condition("Ready", "False", "DriverStarting", f"driver {builder.status.run.driverPod} is starting")
     builder.condition("Progressing", "True", why, f"run {run}, attempt {attempt}")
     builder.requeue(0)
+    return builder.status.run
 
 
 def _continue_start(builder: _Builder, observation: Observation, run: RunStatus) -> None:
@@ -253,10 +255,10 @@ def _continue_restart(builder: _Builder, spec: StreamingAppSpec, observation: Ob
         return
     running_spec = parse_spec_json(builder.status.lastReconciledSpec) or spec
     chosen = spec if spec.upgradeMode == "last-state" and _upgradable(running_spec, spec) else running_spec
-    _start_attempt(
+    started = _start_attempt(
         builder, chosen, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom, why="Restarting"
     )
-    _continue_start(builder, observation, builder.status.run or run)
+    _continue_start(builder, observation, started)
 
 
 def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:

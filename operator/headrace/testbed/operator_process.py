@@ -57,10 +57,13 @@ def _wait_established(extensions: Any, name: str, timeout_seconds: float) -> Non
 class OperatorProcess:
     """The operator as a child process; `kill()` is SIGKILL (a crash), `stop()` is a clean stop."""
 
-    def __init__(self, kubeconfig: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, kubeconfig: Path, workdir: Path, env: dict[str, str] | None = None, *, verbose: bool = True
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.workdir = workdir
         self.extra_env = env or {}
+        self.verbose = verbose
         self.metrics_port = procs.free_port()
         self.health_port = procs.free_port()
         self.process: procs.Process | None = None
@@ -81,7 +84,8 @@ class OperatorProcess:
             **self.extra_env,
         }
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.process = procs.spawn("operator", [sys.executable, "-m", "headrace", "--verbose"], self.log_path, env)
+        command = [sys.executable, "-m", "headrace", *(["--verbose"] if self.verbose else [])]
+        self.process = procs.spawn("operator", command, self.log_path, env)
         self.starts += 1
         procs.wait_until_healthy(
             self.process, self._healthy, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
