@@ -10,7 +10,6 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TypeVar
@@ -32,6 +31,7 @@ from headrace.testbed.controlplane import (
     create_namespace,
     delete_namespace,
     ensure_control_plane_binaries,
+    http_ok,
 )
 
 pytestmark = pytest.mark.apiserver
@@ -131,8 +131,7 @@ def test_scheduler_is_healthy_and_reports_unschedulable_pods(
 ) -> None:
     context = ssl.create_default_context(cafile=str(control_plane.ca_cert))
     health = f"https://127.0.0.1:{control_plane.ports.scheduler}/healthz"
-    with urllib.request.urlopen(health, context=context, timeout=5) as response:
-        assert response.read() == b"ok"
+    assert http_ok(health, context)
 
     core = client.CoreV1Api(kube_api)
     container = client.V1Container(name="main", image="registry.invalid/never-pulled:1")

@@ -298,8 +298,10 @@ def write_kubeconfig(path: Path, document: Mapping[str, Any]) -> Path:
 
 def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     """True if GET `url` answers 200 within two seconds."""
+    # Never through a proxy from the environment: every probe targets this host.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
     try:
-        with urllib.request.urlopen(url, context=context, timeout=2) as response:  # noqa: S310 - fixed schemes
+        with opener.open(url, timeout=2) as response:
             return int(response.status) == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -514,12 +516,14 @@ class ControlPlane:
 
     def api_client(self, kubeconfig: Path | None = None) -> ApiClient:
         """A `kubernetes.client.ApiClient` for `kubeconfig` (default: admin). Close it after use."""
-        from kubernetes import config
+        from kubernetes import client, config
 
-        api: ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig or self.kubeconfig)
+        configuration = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig or self.kubeconfig), client_configuration=configuration
         )
-        return api
+        configuration.no_proxy = "*"  # this control plane is local: never use a proxy from the environment
+        return client.ApiClient(configuration)
 
     # --- internals ------------------------------------------------------------------------------
 
