@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import socket
@@ -37,14 +36,16 @@ def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+# Resolved once in the parent: the child must not do more than one system call before exec.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def _die_with_parent() -> None:
     """Runs in the child before exec: ask the kernel to SIGKILL it when its parent thread dies.
 
     So a supervisor killed with SIGKILL (or a test session stopped hard) leaves no orphan behind.
     """
-    libc_name = ctypes.util.find_library("c")
-    if libc_name:
-        ctypes.CDLL(libc_name, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass

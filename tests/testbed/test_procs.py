@@ -1,0 +1,92 @@
+"""Process supervision with real processes: groups, SIGTERM/SIGKILL, death with the parent, health waits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headrace.testbed import procs
+
+
+def _wait_gone(pid: int, timeout_seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_seconds
+    while procs.pid_exists(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_stop_kills_the_whole_group_even_when_sigterm_is_ignored(tmp_path: Path) -> None:
+    # A shell that ignores SIGTERM and has a grandchild: only SIGKILL to the group ends both.
+    script = "trap '' TERM; sleep 300 & echo $! > grandchild.pid; wait"
+    process = procs.spawn("stubborn", ["sh", "-c", f"cd {tmp_path} && {script}"], tmp_path / "stubborn.log")
+    try:
+        pid_file = tmp_path / "grandchild.pid"
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the grandchild never started"
+            time.sleep(0.05)
+        grandchild = int(pid_file.read_text())
+        began = time.monotonic()
+        procs.stop(process, grace_seconds=0.5)
+        assert time.monotonic() - began < 5
+    finally:
+        procs.stop(process, grace_seconds=0.5)
+    assert not process.alive()
+    assert _wait_gone(grandchild)
+    procs.stop(process)  # idempotent
+
+
+def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
+    code = (
+        "import sys, time; from pathlib import Path; from headrace.testbed import procs;"
+        f"p = procs.spawn('sleeper', ['sleep', '300'], Path({str(tmp_path / 'sleeper.log')!r}));"
+        "print(p.pid, flush=True); time.sleep(300)"
+    )
+    supervisor = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert supervisor.stdout is not None
+        child = int(supervisor.stdout.readline())
+        assert procs.pid_exists(child)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+        if supervisor.stdout:
+            supervisor.stdout.close()
+    assert _wait_gone(child)
+
+
+def test_waiting_for_a_process_that_exits_reports_its_log(tmp_path: Path) -> None:
+    process = procs.spawn("failing", ["sh", "-c", "echo 'bind: address already in use'; exit 3"], tmp_path / "f.log")
+    with pytest.raises(procs.ProcessFailedError) as failure:
+        procs.wait_until_healthy(process, lambda: False, timeout_seconds=30)
+    assert "failing exited with code 3" in str(failure.value)
+    assert "bind: address already in use" in str(failure.value)
+
+
+def test_waiting_gives_up_after_the_timeout(tmp_path: Path) -> None:
+    process = procs.spawn("silent", ["sleep", "300"], tmp_path / "s.log")
+    ticks = iter(range(100))
+    try:
+        with pytest.raises(procs.ProcessFailedError, match="did not become healthy within 5s"):
+            procs.wait_until_healthy(
+                process, lambda: False, timeout_seconds=5, interval_seconds=0, clock=lambda: float(next(ticks))
+            )
+    finally:
+        procs.stop(process)
+
+
+def test_waiting_returns_once_healthy(tmp_path: Path) -> None:
+    process = procs.spawn("sleeper", ["sleep", "300"], tmp_path / "h.log")
+    answers = iter([False, False, True])
+    try:
+        procs.wait_until_healthy(process, lambda: next(answers), timeout_seconds=30, interval_seconds=0)
+        assert procs.rss_bytes(process.pid) > 0
+    finally:
+        procs.stop(process)
+    assert procs.rss_bytes(process.pid) == 0
