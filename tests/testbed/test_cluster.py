@@ -14,6 +14,7 @@ from kubernetes import client, config
 from headrace.testbed import build, procs
 from headrace.testbed.cluster import Cluster, ClusterState, cluster_home, kubeconfig_path, up_action
 from headrace.testbed.node import NODE_PROGRAMS, NodeLayout, NodeNetwork, link_exists, mounts_under, node_leftovers
+from headrace.testbed.pause import PAUSE_IMAGE, pause_image
 
 READY = ClusterState(supervisor_pid=10, workdir="/w", ready=True, kubeconfig="/k", up_seconds=12.5)
 STARTING = ClusterState(supervisor_pid=10, workdir="/w")
@@ -96,6 +97,9 @@ def test_up_detaches_and_down_removes_everything() -> None:
         state = ClusterState.from_json((cluster_home() / "state.json").read_text())
         assert procs.pid_exists(state.supervisor_pid)  # survived the command
         assert _node_ready(kubeconfig_path(), "headrace-node")
+        imported = _cluster_command("import", str(pause_image()))
+        assert imported.returncode == 0, imported.stderr
+        assert PAUSE_IMAGE in imported.stdout
         again = _cluster_command("up")
         assert (again.returncode, again.stdout) == (0, up.stdout)  # already up: same cluster
         assert ClusterState.from_json((cluster_home() / "state.json").read_text()) == state

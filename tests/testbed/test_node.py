@@ -263,9 +263,11 @@ def namespace(running: RunningNode) -> Iterator[str]:
         delete_namespace(running.api, name)
 
 
-def _pod(name: str, image: str, args: list[str] | None = None, restart: str = "Never") -> client.V1Pod:
+def _pod(
+    name: str, image: str, args: list[str] | None = None, restart: str = "Never", *, token: bool = False
+) -> client.V1Pod:
     container = client.V1Container(name="main", image=image, image_pull_policy="Never", args=args)
-    spec = client.V1PodSpec(containers=[container], restart_policy=restart, automount_service_account_token=False)
+    spec = client.V1PodSpec(containers=[container], restart_policy=restart, automount_service_account_token=token)
     return client.V1Pod(metadata=client.V1ObjectMeta(name=name), spec=spec)
 
 
@@ -328,7 +330,10 @@ def test_container_exit_code_reaches_the_pod_status(
 @pytest.mark.e2e
 def test_pod_reaches_the_apiserver_through_the_kubernetes_service(running: RunningNode, namespace: str) -> None:
     pod = _run_pod(
-        running.api, namespace, _pod("reach", PROBE_IMAGE, ["connect", "10.96.0.1", "443"]), {"Succeeded", "Failed"}
+        running.api,
+        namespace,
+        _pod("reach", PROBE_IMAGE, ["connect", "10.96.0.1", "443"], token=True),
+        {"Succeeded", "Failed"},
     )
     log = client.CoreV1Api(running.api).read_namespaced_pod_log("reach", namespace)
     assert (pod.status.phase, log.strip()) == ("Succeeded", "probe: connected to 10.96.0.1:443")
@@ -362,9 +367,11 @@ def test_deleting_a_pod_removes_its_containers_and_network(running: RunningNode,
 @pytest.mark.e2e
 def test_stop_leaves_no_process_mount_device_rule_or_directory(running: RunningNode, namespace: str) -> None:
     """Runs last in this module: stops the node with a pod still running and checks what is left."""
-    _run_pod(running.api, namespace, _pod("left-running", PAUSE_IMAGE, restart="Always"), {"Running"})
+    _run_pod(running.api, namespace, _pod("left-running", PAUSE_IMAGE, restart="Always", token=True), {"Running"})
     veths = bridge_ports(running.node.network.bridge)
     assert veths
+    # The pod's token volume, rootfs and netns are mounted below the node's directories.
+    assert len(mounts_under(Path("/proc/self/mountinfo").read_text(), running.node.layout.roots)) >= 3
     running.node.stop()
     table = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()
     mine = [line for line in table if str(running.workdir) in line and Path(line.split()[0]).name in NODE_PROGRAMS]

@@ -2,10 +2,11 @@
 
 Owns: composing `ControlPlane` and `Node` in the right order (the apiserver listens on every
 address and advertises the bridge gateway, so pods reach it through the ``kubernetes`` Service),
-the `Cluster` context manager for tests, and the ``python -m headrace.testbed.cluster up|down|status``
+the `Cluster` context manager for tests, and ``python -m headrace.testbed.cluster up|down|status|import``
 commands: ``up`` starts a detached supervisor that keeps the cluster running after the command
 returns, writes the admin kubeconfig to a fixed place and prints ``export KUBECONFIG=...``;
-``down`` stops it and checks that no process, mount, device, iptables rule or directory is left.
+``import`` loads image archives into its containerd; ``down`` stops it and checks that no process,
+mount, device, iptables rule or directory is left.
 Never: configures components itself (the control plane and node modules do), or builds images.
 """
 
@@ -27,7 +28,7 @@ from types import FrameType, TracebackType
 
 from headrace.testbed import build, procs
 from headrace.testbed.controlplane import ControlPlane
-from headrace.testbed.node import Node, NodeError, NodeNetwork
+from headrace.testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
 
 UP_TIMEOUT_SECONDS = 1800.0  # a cold start may build the Kubernetes binaries first
 DOWN_TIMEOUT_SECONDS = 120.0
@@ -279,6 +280,17 @@ def command_down() -> int:
     return 0
 
 
+def command_import(archives: Sequence[Path]) -> int:
+    """``import ARCHIVE...``: import image archives into the background cluster's containerd."""
+    state = _read_state()
+    if state is None or not state.ready or not procs.pid_exists(state.supervisor_pid):
+        print("error: the background cluster is not up (`up` first)", file=sys.stderr)
+        return 1
+    for archive in archives:
+        print(import_image(NodeLayout(Path(state.workdir) / "node").containerd_socket, archive), end="")
+    return 0
+
+
 def command_status() -> int:
     """``status``: print the state file and whether its supervisor lives."""
     state = _read_state()
@@ -298,11 +310,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("up", help="start in the background; prints `export KUBECONFIG=...`")
     commands.add_parser("down", help="stop and remove everything")
     commands.add_parser("status", help="show the background cluster's state")
+    import_parser = commands.add_parser("import", help="import OCI image archives into the node's containerd")
+    import_parser.add_argument("archives", type=Path, nargs="+")
     serve_parser = commands.add_parser("serve", help="run in the foreground (used by `up`)")
     serve_parser.add_argument("--workdir", type=Path, required=True)
     arguments = parser.parse_args(argv)
     if arguments.command == "serve":
         return serve(arguments.workdir)
+    if arguments.command == "import":
+        return command_import(arguments.archives)
     handlers = {"up": command_up, "down": command_down, "status": command_status}
     return handlers[arguments.command]()
 

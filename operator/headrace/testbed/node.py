@@ -470,6 +470,12 @@ def _cmdlines() -> dict[int, list[str]]:
     return found
 
 
+def import_image(containerd_socket: Path, oci_archive: Path) -> str:
+    """Import an image archive into a containerd's ``k8s.io`` namespace (every platform it holds); ctr's output."""
+    command = ["ctr", "-n", "k8s.io", "-a", str(containerd_socket), "images", "import", "--all-platforms"]
+    return _run([*command, str(oci_archive)], timeout=600).stdout
+
+
 def link_exists(name: str) -> bool:
     """True if a network device of this name exists."""
     return Path("/sys/class/net", name).exists()
@@ -839,8 +845,7 @@ class Node:
 
     def import_image(self, oci_archive: Path) -> str:
         """Import an OCI (or docker) image archive into this node's containerd (namespace ``k8s.io``)."""
-        command = ["ctr", "-n", "k8s.io", "-a", str(self.containerd_socket), "images", "import", str(oci_archive)]
-        return _run(command, timeout=600).stdout
+        return import_image(self.containerd_socket, oci_archive)
 
     def images(self) -> list[str]:
         """Names of the images in this node's containerd (namespace ``k8s.io``)."""
@@ -967,10 +972,10 @@ def _stop_component(name: str, state: NodeState, layout: NodeLayout, running: di
         _signal_and_wait([pid], STOP_GRACE_SECONDS)
 
 
-def _remove_pods(layout: NodeLayout, running: dict[str, procs.Process]) -> None:
+def _remove_pods(layout: NodeLayout) -> None:
     """Remove every sandbox through the CRI while containerd still runs (CNI DEL frees veths and rules)."""
-    containerd = running.get("containerd")
-    alive = containerd.alive() if containerd else layout.containerd_socket.exists()
+    cmdlines = _cmdlines()
+    alive = any(Path(cmdlines[pid][0]).name == "containerd" for pid in owned_processes(cmdlines, layout.markers))
     if alive and cri_tool_path().exists():
         _run([str(cri_tool_path()), str(layout.containerd_socket), "teardown"], check=False, timeout=180)
 
@@ -983,7 +988,7 @@ def _kill_runtime_leftovers(layout: NodeLayout, name: str) -> None:
 
 def _teardown(layout: NodeLayout, state: NodeState, running: dict[str, procs.Process]) -> None:
     _stop_component("kubelet", state, layout, running)
-    _remove_pods(layout, running)
+    _remove_pods(layout)
     _stop_component("kube-proxy", state, layout, running)
     _stop_component("containerd", state, layout, running)
     _kill_runtime_leftovers(layout, state.name)
