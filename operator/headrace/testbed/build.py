@@ -16,6 +16,7 @@ from pathlib import Path
 
 KUBERNETES_VERSION = "1.35.4"
 ETCD_VERSION = "3.6.16"
+HELM_VERSION = "3.22.0"
 
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "kube-proxy")
 
@@ -148,6 +149,20 @@ def _build_etcd(out: Path) -> None:
     target.rename(out / "etcd")
 
 
+def ensure_helm() -> Path:
+    """Build helm (`go install helm.sh/helm/v3/cmd/helm`) into the cache if missing; return its path."""
+    target = cache_root() / "bin" / f"helm-{HELM_VERSION}" / "helm"
+    if target.exists():
+        return target
+    workdir = cache_root() / "src" / f"helm-{HELM_VERSION}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {**_go_env(workdir), "GOBIN": str(target.parent), "GOFLAGS": ""}
+    command = ["go", "install", "-trimpath", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@v{HELM_VERSION}"]
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, cwd=workdir, env=env, check=True)
+    return target
+
+
 def missing_binaries() -> list[str]:
     """Names of the pinned binaries not built yet."""
     return [name for name in (*KUBE_COMMANDS, "etcd") if not binary(name).exists()]
@@ -171,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.parse_args(argv)
     print(ensure_binaries())
+    print(ensure_helm())
     return 0
 
 
