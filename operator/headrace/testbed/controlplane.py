@@ -481,11 +481,13 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop every component (SIGTERM, then SIGKILL), remove the workdir unless kept. Idempotent."""
         running, self._running = self._running, None
-        if running:
-            self._stop_processes(running)
-        if self._owns_workdir and not self.keep_workdir:
-            _remove_tree(self.workdir)
-            self._owns_workdir = False
+        try:
+            if running:
+                self._stop_processes(running)
+        finally:
+            if self._owns_workdir and not self.keep_workdir:
+                _remove_tree(self.workdir)
+                self._owns_workdir = False
 
     # --- clients --------------------------------------------------------------------------------
 
@@ -631,8 +633,17 @@ class ControlPlane:
 
     @staticmethod
     def _stop_processes(running: _Running) -> None:
-        for name in reversed(list(running.processes)):
-            procs.stop(running.processes.pop(name))
+        """Stop in reverse start order; an interruption (Ctrl-C) still stops the rest, then propagates."""
+        interrupted: BaseException | None = None
+        while running.processes:
+            process = running.processes.pop(next(reversed(running.processes)))
+            try:
+                procs.stop(process)
+            except BaseException as error:  # re-raised below, once every process is stopped
+                interrupted = interrupted or error
+                procs.stop(process, grace_seconds=0)
+        if interrupted:
+            raise interrupted
 
 
 def ensure_control_plane_binaries() -> Path:
@@ -687,14 +698,23 @@ def delete_namespace(api: ApiClient, name: str) -> None:
 
 @contextlib.contextmanager
 def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM or SIGINT interrupt like Ctrl-C, once: later ones are ignored so that cleanup can finish.
+
+    (`timeout` and `uv run`, for example, each deliver their own copy of one SIGTERM.)
+    """
+    handled = (signal.SIGTERM, signal.SIGINT)
+
     def interrupt(signum: int, frame: FrameType | None) -> None:
+        for number in handled:
+            signal.signal(number, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {number: signal.signal(number, interrupt) for number in handled}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
