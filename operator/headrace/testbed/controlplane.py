@@ -492,7 +492,11 @@ class ControlPlane:
     # --- clients --------------------------------------------------------------------------------
 
     def kubeconfig_for(self, user_cert: Path, user_key: Path, *, server: str | None = None) -> Path:
-        """A kubeconfig authenticating with a client certificate issued by `pki` (server: `url`)."""
+        """A kubeconfig authenticating with a client certificate issued by `pki` (server: `url`).
+
+        Written to `kubeconfigs/user-<certificate file stem>.kubeconfig`; a later call for the same
+        certificate overwrites it.
+        """
         user = Path(user_cert).stem
         document = kubeconfig_document(
             server or self.url, self.ca_cert, user, client_certificate_user(user_cert, user_key)
