@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headrace.runtime.checkpoint_files import (
+    IncompleteCheckpointError,
     StatefulOperator,
     last_batch_id,
     operator_from_metadata,
@@ -70,6 +71,12 @@ def test_committed_prefix_without_snapshot_takes_every_changelog() -> None:
     paths = ["metadata", "commits/0", "commits/1", *[f"state/0/0/{version}.changelog" for version in (1, 2, 3)]]
     selected = [item.path for item in select_committed_prefix(paths, 1) if item.path.startswith("state")]
     assert selected == ["state/0/0/1.changelog", "state/0/0/2.changelog"]
+
+
+def test_committed_prefix_refuses_missing_state_versions() -> None:
+    paths = ["metadata", *[f"commits/{batch}" for batch in range(6)], "state/0/0/1.changelog", "state/0/0/2.changelog"]
+    with pytest.raises(IncompleteCheckpointError, match=r"state/0/0 has no state file for versions \[3, 4, 5, 6\]"):
+        select_committed_prefix(paths, 5)
 
 
 def test_log_helpers() -> None:

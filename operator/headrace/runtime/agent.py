@@ -182,7 +182,31 @@ class Agent:
             )
             log.info("query %s: %s; repartitioned as batch %d", tracked.key, decision.message, batch)
         if tracked.file_sink_path:
+            self._check_sink_not_ahead(tracked, stateful=bool(operators or planned))
             self._seed_new_file_sink(tracked)
+
+    def _check_sink_not_ahead(self, tracked: TrackedQuery, stateful: bool) -> None:
+        """Refuse a stateful restore into a file sink that committed batches after the savepoint.
+
+        Spark's file sink skips batch ids its log already has, and a skipped batch never runs its
+        stateful operators, so their state versions would be missing and the checkpoint broken.
+        """
+        assert self._fs is not None
+        assert tracked.file_sink_path is not None
+        committed = last_batch_id(self._fs.list_names(join(tracked.checkpoint, "commits")))
+        sink_batch = last_batch_id(self._fs.list_names(join(tracked.file_sink_path, "_spark_metadata")))
+        if committed is None or sink_batch is None or sink_batch <= committed:
+            return
+        message = (
+            f"query {tracked.key}: the file sink {tracked.file_sink_path} already committed batches "
+            f"{committed + 1}..{sink_batch} after the savepoint's batch {committed}"
+        )
+        if stateful:
+            raise RestoreIncompatibleError(
+                f"{message}; Spark would skip them without updating state. Restore into a new output path, "
+                "or use a savepoint taken with stop-with-savepoint"
+            )
+        log.warning("%s; Spark skips them, exact only if the replayed batches are identical", message)
 
     def _seed_new_file_sink(self, tracked: TrackedQuery) -> None:
         assert self._fs is not None

@@ -107,6 +107,14 @@ def _select_state_versions(files: list[tuple[str, int, str]], version: int) -> l
     return selected
 
 
+def _missing_versions(files: list[tuple[str, int, str]], version: int) -> list[int]:
+    """Versions after the newest snapshot (at or below ``version``) that have no changelog or delta."""
+    snapshots = [number for _, number, kind in files if kind in _SNAPSHOT_KINDS and number <= version]
+    base = max(snapshots, default=0)
+    changes = {number for _, number, kind in files if kind not in _SNAPSHOT_KINDS}
+    return [number for number in range(base + 1, version + 1) if number not in changes]
+
+
 def _select_state_file(parts: list[str], batch: int) -> SelectedFile | None:
     """State files that are not versioned store files (metadata, schemas, SST files)."""
     if any(part in _STATE_METADATA_DIRS for part in parts):
@@ -119,11 +127,16 @@ def _select_state_file(parts: list[str], batch: int) -> SelectedFile | None:
     return SelectedFile("/".join(parts), required=False)
 
 
+class IncompleteCheckpointError(ValueError):
+    """The checkpoint lacks state files that its commits log says exist."""
+
+
 def select_committed_prefix(paths: Iterable[str], batch: int) -> list[SelectedFile]:
     """The files that restore a checkpoint exactly at committed batch ``batch``.
 
     ``paths`` are relative to the query's checkpoint root, ``/``-separated. State store version
-    ``batch + 1`` is the state after batch ``batch``.
+    ``batch + 1`` is the state after batch ``batch``. Raises :class:`IncompleteCheckpointError`
+    when a state store lacks a version it needs (such a checkpoint cannot be restored).
     """
     selected: list[SelectedFile] = []
     store_files: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
@@ -143,7 +156,10 @@ def select_committed_prefix(paths: Iterable[str], batch: int) -> list[SelectedFi
             choice = SelectedFile(path, required=path == "metadata")
         if choice is not None:
             selected.append(choice)
-    for files in store_files.values():
+    for store, files in sorted(store_files.items()):
+        missing = _missing_versions(files, batch + 1)
+        if missing:
+            raise IncompleteCheckpointError(f"{store} has no state file for versions {missing} (batch {batch})")
         selected.extend(_select_state_versions(files, batch + 1))
     return sorted(selected, key=lambda selected_file: selected_file.path)
 

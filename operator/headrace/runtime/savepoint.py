@@ -17,6 +17,7 @@ from typing import Any
 
 from headrace.api.runtime_contract import SAVEPOINT_METADATA_FILE
 from headrace.runtime.checkpoint_files import (
+    IncompleteCheckpointError,
     last_committed_batch,
     operator_from_metadata,
     operator_metadata_paths,
@@ -66,8 +67,12 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
     batch = last_committed_batch(files)
     if batch is None:
         return {"key": source.key, "id": source.query_id, "name": source.name, "batchId": None, "files": 0, "bytes": 0}
+    try:
+        selection = select_committed_prefix(files, batch)
+    except IncompleteCheckpointError as error:
+        raise SavepointError(f"query {source.key}: {error}") from None
     copied, size = 0, 0
-    for selected in select_committed_prefix(files, batch):
+    for selected in selection:
         try:
             fs.copy(join(source.checkpoint, selected.path), join(target, source.key, selected.path))
         except MissingFileError:

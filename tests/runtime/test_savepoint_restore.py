@@ -1,0 +1,288 @@
+"""Savepoints while running, stop-with-savepoint, restores (plain, repartitioned, refused).
+
+The steps are module-scoped fixtures, each one runtime process, chained as a user would:
+run -> savepoint A while running -> SIGKILL -> restore A -> stop-with-savepoint B -> restore B
+(same sink, bounded: the final output equals an uninterrupted run's), restore B repartitioned into
+a new sink, and restores that must be refused before any batch runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headrace.api import runtime_contract as contract
+
+from .harness import TOKEN, RuntimeProcess, commits, expected_counts, write_events, write_sentinel
+
+pytestmark = pytest.mark.spark
+
+FILES, EVENTS_PER_FILE = 24, 30
+
+
+@dataclass
+class Workspace:
+    root: Path
+    savepoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    observations: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> Path:
+        return self.root / "in"
+
+    def args(self, sink: str, variant: str = "window") -> list[str]:
+        output = self.root / sink
+        return ["--input", str(self.inputs), "--output", str(output), "--files-per-batch", "1", "--variant", variant]
+
+    def env(self, run: str, **extra: str) -> dict[str, str]:
+        return {
+            contract.ENV_CHECKPOINT_DIR: str(self.root / run),
+            contract.ENV_SAVEPOINT_DIR: str(self.root / "savepoints"),
+            contract.ENV_STATE_PARTITIONS: "2",
+            contract.ENV_APP_NAME: "counts",
+            contract.ENV_RUN_ID: run,
+            **extra,
+        }
+
+    def process(self, run: str, sink: str, variant: str = "window", **extra: str) -> RuntimeProcess:
+        return RuntimeProcess(self.root, self.args(sink, variant), self.env(run, **extra), name=run)
+
+
+def sink_rows(spark: Any, output: Path) -> list[tuple[float, str, int]]:
+    return sorted((row.window_start, row.key, row["count"]) for row in spark.read.parquet(str(output)).collect())
+
+
+def sink_rows_up_to(spark: Any, output: Path, batch: int) -> list[tuple[float, str, int]]:
+    """Rows the sink committed in batches 0..batch, through its ``_spark_metadata`` log entries."""
+    files = []
+    for entry in range(batch + 1):
+        lines = (output / "_spark_metadata" / str(entry)).read_text().splitlines()[1:]
+        files += [json.loads(line)["path"] for line in lines if line.strip()]
+    if not files:
+        return []
+    return sorted((row.window_start, row.key, row["count"]) for row in spark.read.parquet(*files).collect())
+
+
+def combined(*parts: list[tuple[float, str, int]]) -> list[tuple[float, str, int]]:
+    total: Counter[tuple[float, str, int]] = Counter()
+    for part in parts:
+        total.update(part)
+    return sorted(total.elements())
+
+
+def expected_rows() -> list[tuple[float, str, int]]:
+    return sorted((window, key, count) for (window, key), count in expected_counts(FILES, EVENTS_PER_FILE).items())
+
+
+def commit_times(checkpoint: Path) -> list[float]:
+    return [os.path.getmtime(checkpoint / "commits" / str(batch)) for batch in commits(checkpoint)]
+
+
+def cadence_gaps(times: list[float], start: float, end: float) -> tuple[list[float], list[float]]:
+    """Gaps between consecutive commits: those overlapping [start, end], and the others."""
+    during, outside = [], []
+    for before, after in itertools.pairwise(times):
+        (during if before < end and after > start else outside).append(after - before)
+    return during, outside
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    root = tmp_path_factory.mktemp("savepoints")
+    write_events(root / "in", FILES, EVENTS_PER_FILE)
+    return Workspace(root)
+
+
+@pytest.fixture(scope="module")
+def first_run(workspace: Workspace) -> Workspace:
+    """Run, probe the endpoints, savepoint A while running, keep running, then SIGKILL."""
+    process = workspace.process("r1", "sink")
+    checkpoint = workspace.root / "r1" / "q0"
+    try:
+        process.start()
+        process.wait_until(lambda: len(commits(checkpoint)) >= 3, 300, "three commits")
+        observed = workspace.observations
+        observed["no_token"] = process.request("GET", contract.PATH_STATUS, token=None)[0]
+        observed["wrong_token"] = process.request("POST", contract.PATH_SAVEPOINT, {}, token="not-" + TOKEN)[0]
+        observed["status"] = process.request("GET", contract.PATH_STATUS)
+        observed["metrics"] = process.metrics()
+        started = time.time()
+        observed["savepoint_status"], workspace.savepoints["A"] = process.request(
+            "POST", contract.PATH_SAVEPOINT, {"reason": "manual"}
+        )
+        observed["savepoint_window"] = (started, time.time())
+        saved_batch = workspace.savepoints["A"]["queries"][0]["batchId"]
+        process.wait_until(lambda: len(commits(checkpoint)) >= saved_batch + 4, 300, "commits after savepoint")
+        observed["commit_times"] = commit_times(checkpoint)
+    finally:
+        process.kill()
+    return workspace
+
+
+@pytest.fixture(scope="module")
+def stopped_run(first_run: Workspace, reader_spark: Any) -> Workspace:
+    """Restore A into a new sink, run three more batches, then stop-with-savepoint B."""
+    workspace = first_run
+    process = workspace.process("r2", "sink2", **{contract.ENV_RESTORE_FROM: workspace.savepoints["A"]["path"]})
+    checkpoint = workspace.root / "r2" / "q0"
+    restored_batch = workspace.savepoints["A"]["queries"][0]["batchId"]
+    try:
+        process.start()
+        process.wait_until(lambda: len(commits(checkpoint)) >= restored_batch + 4, 300, "commits after restore")
+        status, record = process.request("POST", contract.PATH_STOP_WITH_SAVEPOINT, {"reason": "upgrade"})
+        workspace.observations["stop_status"] = status
+        workspace.observations["stop_exit"] = process.wait(timeout=120)
+        workspace.observations["stop_termination"] = process.termination()
+        workspace.savepoints["B"] = record
+    finally:
+        process.kill()
+    workspace.observations["sink1_up_to_A"] = sink_rows_up_to(reader_spark, workspace.root / "sink", restored_batch)
+    workspace.observations["sink2_at_B"] = sink_rows(reader_spark, workspace.root / "sink2")
+    return workspace
+
+
+@pytest.fixture(scope="module")
+def sentinel(workspace: Workspace) -> None:
+    write_sentinel(workspace.inputs, FILES)
+
+
+def run_to_completion(process: RuntimeProcess, timeout: float = 400) -> int:
+    try:
+        return process.start().wait(timeout=timeout)
+    finally:
+        process.kill()
+
+
+def test_control_endpoint_refuses_missing_or_wrong_token(first_run: Workspace) -> None:
+    assert first_run.observations["no_token"] == 401
+    assert first_run.observations["wrong_token"] == 401
+    status_code, status = first_run.observations["status"]
+    assert status_code == 200
+    [query] = status["queries"]
+    assert query["key"] == "q0"
+    assert query["checkpoint"].endswith("r1/q0")
+    assert query["lastCommittedBatchId"] >= 0
+    assert query["progress"]["state_rows"] > 0
+    assert {"requested", "registered"} <= status["executors"].keys()
+
+
+def test_metrics_endpoint_has_the_series(first_run: Workspace) -> None:
+    text = first_run.observations["metrics"]
+    for series in (
+        'headrace_query_input_rows_per_second{query="q0"}',
+        'headrace_query_processed_rows_per_second{query="q0"}',
+        'headrace_query_batch_duration_seconds{query="q0"}',
+        'headrace_query_last_committed_batch_id{query="q0"}',
+        'headrace_query_watermark_lag_seconds{query="q0"}',
+        'headrace_query_state_rows{query="q0"}',
+        'headrace_query_state_memory_bytes{query="q0"}',
+        'headrace_query_batches_total{query="q0"}',
+        'headrace_runtime_savepoints_total{result="failure"} 0.0',
+    ):
+        assert series in text
+
+
+def test_savepoint_while_running_does_not_pause_batches(first_run: Workspace) -> None:
+    observed = first_run.observations
+    assert observed["savepoint_status"] == 200, first_run.savepoints["A"]
+    record = first_run.savepoints["A"]
+    assert not record["stopped"]
+    assert record["queries"][0]["operators"] == [{"id": 0, "name": "stateStoreSave", "partitions": 2}]
+    metadata = json.loads((Path(record["path"].removeprefix("file:")) / contract.SAVEPOINT_METADATA_FILE).read_text())
+    assert metadata["queries"][0]["batchId"] == record["queries"][0]["batchId"]
+    during, outside = cadence_gaps(observed["commit_times"], *observed["savepoint_window"])
+    print(f"savepoint {record['durationSeconds']} s; gaps during {during}, median outside {statistics.median(outside)}")
+    assert max(during, default=0.0) <= 2.5 * statistics.median(outside) + 1.0
+
+
+def test_stop_with_savepoint_exits_0_at_a_batch_boundary(stopped_run: Workspace) -> None:
+    observed = stopped_run.observations
+    assert observed["stop_status"] == 200
+    assert observed["stop_exit"] == contract.EXIT_OK
+    assert observed["stop_termination"]["reason"] == "StoppedWithSavepoint"
+    record = stopped_run.savepoints["B"]
+    assert record["stopped"]
+    query = Path(record["path"].removeprefix("file:")) / "q0"
+    offsets = max(int(name) for name in os.listdir(query / "offsets") if name.isdigit())
+    assert offsets == record["queries"][0]["batchId"] == max(commits(query))
+
+
+def test_running_savepoint_is_refused_into_a_sink_that_moved_on(first_run: Workspace) -> None:
+    """The killed first run's sink committed batches after A: restoring A there would break state."""
+    record = first_run.savepoints["A"]
+    process = first_run.process("r7", "sink", **{contract.ENV_RESTORE_FROM: record["path"]})
+    assert run_to_completion(process, timeout=300) == contract.EXIT_RESTORE_INCOMPATIBLE, process.log()[-4000:]
+    termination = process.termination()
+    assert termination["reason"] == "RestoreIncompatible"
+    assert "already committed batches" in termination["message"]
+    assert max(commits(first_run.root / "r7" / "q0")) == record["queries"][0]["batchId"]
+
+
+def test_restored_runs_give_the_output_of_an_uninterrupted_run(
+    stopped_run: Workspace, sentinel: None, reader_spark: Any
+) -> None:
+    """A (taken while running) restored into a new sink, then B (stop) restored into that sink."""
+    process = stopped_run.process(
+        "r3", "sink2", **{contract.ENV_RESTORE_FROM: stopped_run.savepoints["B"]["path"], contract.ENV_MODE: "bounded"}
+    )
+    assert run_to_completion(process) == contract.EXIT_OK, process.log()[-4000:]
+    final = combined(stopped_run.observations["sink1_up_to_A"], sink_rows(reader_spark, stopped_run.root / "sink2"))
+    assert final == expected_rows()
+    savepoint = Path(stopped_run.savepoints["B"]["path"].removeprefix("file:"))
+    assert not (savepoint / "q0" / "commits" / str(stopped_run.savepoints["B"]["queries"][0]["batchId"] + 1)).exists()
+
+
+def test_repartitioned_restore_is_exact(stopped_run: Workspace, sentinel: None, reader_spark: Any) -> None:
+    process = stopped_run.process(
+        "r4",
+        "sink-repartitioned",
+        **{
+            contract.ENV_RESTORE_FROM: stopped_run.savepoints["B"]["path"],
+            contract.ENV_MODE: "bounded",
+            contract.ENV_STATE_PARTITIONS: "3",
+            contract.ENV_ALLOW_REPARTITION: "true",
+        },
+    )
+    assert run_to_completion(process) == contract.EXIT_OK, process.log()[-4000:]
+    state = stopped_run.root / "r4" / "q0" / "state" / "0"
+    assert sorted(name for name in os.listdir(state) if name.isdigit()) == ["0", "1", "2"]
+    final = combined(
+        stopped_run.observations["sink1_up_to_A"],
+        stopped_run.observations["sink2_at_B"],
+        sink_rows(reader_spark, stopped_run.root / "sink-repartitioned"),
+    )
+    assert final == expected_rows()
+
+
+@pytest.mark.parametrize(
+    ("run", "variant", "partitions", "message"),
+    [
+        ("r5", "window", "3", "state partitions changed from 2 (savepoint) to 3"),
+        ("r6", "dedupe", "2", "stateful operator #0 changed from stateStoreSave to dedupe"),
+    ],
+)
+def test_incompatible_restore_is_refused_before_any_batch(
+    stopped_run: Workspace, run: str, variant: str, partitions: str, message: str
+) -> None:
+    record = stopped_run.savepoints["B"]
+    process = stopped_run.process(
+        run,
+        f"sink-{run}",
+        variant,
+        **{contract.ENV_RESTORE_FROM: record["path"], contract.ENV_STATE_PARTITIONS: partitions},
+    )
+    assert run_to_completion(process, timeout=300) == contract.EXIT_RESTORE_INCOMPATIBLE, process.log()[-4000:]
+    termination = process.termination()
+    assert termination["reason"] == "RestoreIncompatible"
+    assert message in termination["message"]
+    assert max(commits(stopped_run.root / run / "q0")) == record["queries"][0]["batchId"]
+    assert not list((stopped_run.root / f"sink-{run}").glob("*.parquet"))
