@@ -43,10 +43,18 @@ def event_ms(index: int) -> int:
 
 
 def events(seed: int) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    return [{"event_id": f"c{i:08d}", "user_id": f"u{rng.randrange(200):03d}", "event_type": "page_view",
-             "url": rng.choice(PAGES), "referrer": "", "event_time": _iso(event_ms(i))}
-            for i in range(EVENTS)]  # fmt: skip
+    rng = random.Random(seed)  # noqa: S311 - test data, not security
+    return [
+        {
+            "event_id": f"c{i:08d}",
+            "user_id": f"u{rng.randrange(200):03d}",
+            "event_type": "page_view",
+            "url": rng.choice(PAGES),
+            "referrer": "",
+            "event_time": _iso(event_ms(i)),
+        }
+        for i in range(EVENTS)
+    ]
 
 
 def _iso(epoch_ms: int) -> str:
@@ -85,22 +93,45 @@ class Job:
     def __init__(self, workdir: Path, args: list[str], jars: list[Path]) -> None:
         self.workdir, self.args, self.attempt = workdir, args, 0
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HEADRACE_")}
-        self.env.update({
-            contract.ENV_CHECKPOINT_DIR: str(workdir / "checkpoints"), contract.ENV_APP_NAME: "test",
-            contract.ENV_STATE_PARTITIONS: "4", contract.ENV_CONTROL_TOKEN: "t",
-            "HEADRACE_CONTROL_BIND": "127.0.0.1", "HEADRACE_TERMINATION_MESSAGE_PATH": str(workdir / "termination"),
-            "PYSPARK_PYTHON": sys.executable, "TZ": "UTC",
-            "PYSPARK_SUBMIT_ARGS": f"--jars {','.join(map(str, jars))} --conf spark.ui.showConsoleProgress=false pyspark-shell",
-        })  # fmt: skip
+        self.env.update(
+            {
+                contract.ENV_CHECKPOINT_DIR: str(workdir / "checkpoints"),
+                contract.ENV_APP_NAME: "test",
+                contract.ENV_STATE_PARTITIONS: "4",
+                contract.ENV_CONTROL_TOKEN: "t",
+                "HEADRACE_CONTROL_BIND": "127.0.0.1",
+                "HEADRACE_TERMINATION_MESSAGE_PATH": str(workdir / "termination"),
+                "PYSPARK_PYTHON": sys.executable,
+                "TZ": "UTC",
+                "PYSPARK_SUBMIT_ARGS": " ".join(
+                    [
+                        "--jars",
+                        ",".join(map(str, jars)),
+                        "--conf",
+                        "spark.ui.showConsoleProgress=false",
+                        "pyspark-shell",
+                    ]
+                ),
+            }
+        )
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.attempt += 1
-        env = {**self.env, contract.ENV_ATTEMPT: str(self.attempt),
-               contract.ENV_CONTROL_PORT: str(procs.free_port()), contract.ENV_METRICS_PORT: str(procs.free_port())}  # fmt: skip
+        env = {
+            **self.env,
+            contract.ENV_ATTEMPT: str(self.attempt),
+            contract.ENV_CONTROL_PORT: str(procs.free_port()),
+            contract.ENV_METRICS_PORT: str(procs.free_port()),
+        }
         with (self.workdir / f"attempt-{self.attempt}.log").open("wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "headrace.runtime", str(APP), *self.args],
-                                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "headrace.runtime", str(APP), *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
 
     def kill(self) -> None:
         if self.process is not None:
@@ -134,12 +165,24 @@ def test_kafka_windowed_counts_exactly_once_across_sigkills(
     kafka_broker: KafkaBroker, kafka_jars: list[Path], reader_spark: Any, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("HEADRACE_TEST_SEED", time.time_ns() % 10_000))
-    rng, all_events = random.Random(seed), events(seed)
+    rng, all_events = random.Random(seed), events(seed)  # noqa: S311 - test data
     topic = f"clicks-{seed}"
     kafka_broker.create_topic(topic, partitions=3)
     output = tmp_path / "out"
-    args = ["--source", "kafka", "--bootstrap", kafka_broker.bootstrap_servers, "--topic", topic,
-            "--output", str(output), "--trigger-seconds", "1", "--max-offsets-per-trigger", "4000"]  # fmt: skip
+    args = [
+        "--source",
+        "kafka",
+        "--bootstrap",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        topic,
+        "--output",
+        str(output),
+        "--trigger-seconds",
+        "1",
+        "--max-offsets-per-trigger",
+        "4000",
+    ]
     job = Job(tmp_path, args, kafka_jars)
     producer = threading.Thread(target=produce_in_bursts, args=(kafka_broker, topic, all_events, 2.0), daemon=True)
     kill_log = []
@@ -157,8 +200,17 @@ def test_kafka_windowed_counts_exactly_once_across_sigkills(
             job.start()
         producer.join(timeout=300)
         assert not producer.is_alive(), "the producer did not finish"
-        kafka_broker.produce(topic, [("flush", json.dumps({**all_events[-1], "event_id": "flush", "url": "/flush",
-                                                           "event_time": _iso(FLUSH_TIME * 1000)}))])  # fmt: skip
+        kafka_broker.produce(
+            topic,
+            [
+                (
+                    "flush",
+                    json.dumps(
+                        {**all_events[-1], "event_id": "flush", "url": "/flush", "event_time": _iso(FLUSH_TIME * 1000)}
+                    ),
+                )
+            ],
+        )
         tumbling, sliding = expected(all_events)
 
         def complete() -> bool:

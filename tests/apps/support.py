@@ -1,0 +1,77 @@
+"""Helpers for the example apps' tests: loading an app's transforms, running an app as a real process.
+
+The apps are plain scripts in `apps/<name>/` (their directory names are not Python identifiers), so
+their transforms are loaded by path and pickled by value for Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+APPS = REPO / "apps"
+
+
+def load_transforms(app: str) -> ModuleType:
+    """Import `apps/<app>/transforms.py` under a unique name; Spark workers receive it by value."""
+    from pyspark import cloudpickle
+
+    name = "apps_" + app.replace("-", "_") + "_transforms"
+    spec = importlib.util.spec_from_file_location(name, APPS / app / "transforms.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+# What `spark-submit --conf` would set for a small local run; the apps themselves set no configuration.
+LOCAL_CONF = {
+    "spark.master": "local[2]",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def spark_env(jars: Sequence[Path] = (), conf: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a PySpark child process: this interpreter for workers, local conf and extra jars."""
+    settings = {**LOCAL_CONF, **(conf or {})}
+    submit = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
+    if jars:
+        submit += ["--jars", ",".join(str(jar) for jar in jars)]
+    env = dict(os.environ)
+    env.update(
+        {
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "TZ": "UTC",
+            "PYSPARK_SUBMIT_ARGS": " ".join([*submit, "pyspark-shell"]),
+        }
+    )
+    return env
+
+
+def run_app(app: str, args: Sequence[str], log: Path, timeout: float = 240) -> None:
+    """Run `python apps/<app>/app.py ARGS` to completion in its own process group; fail with its log."""
+    command = [sys.executable, str(APPS / app / "app.py"), *args]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=spark_env(), start_new_session=True
+        )
+        try:
+            code = process.wait(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    assert code == 0, f"{app} exited with {code}:\n" + log.read_text()[-4000:]
