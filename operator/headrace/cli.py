@@ -15,19 +15,21 @@ def _repo_root() -> Path:
 
 
 def _crds(args: argparse.Namespace) -> int:
-    directory = Path(args.output)
+    directories = [Path(item) for item in args.output or [_repo_root() / "crds", _repo_root() / "charts/headrace/crds"]]
     if args.check:
         stale = [
-            name
+            str(directory / name)
+            for directory in directories
             for name, manifest in crd.all_crds().items()
             if not (directory / name).exists() or (directory / name).read_text() != crd.render_yaml(manifest)
         ]
         if stale:
-            print(f"CRDs in {directory} are out of date: {', '.join(stale)}; run `headrace crds`", file=sys.stderr)
+            print(f"CRDs out of date: {', '.join(stale)}; run `headrace crds`", file=sys.stderr)
             return 1
         return 0
-    for path in crd.write_crds(directory):
-        print(path)
+    for directory in directories:
+        for path in crd.write_crds(directory):
+            print(path)
     return 0
 
 
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crds = commands.add_parser("crds", help="generate the CRDs from the models")
-    crds.add_argument("--output", default=str(_repo_root() / "crds"))
+    crds.add_argument("--output", action="append", help="directory (repeatable); default: crds/ and the chart's")
     crds.add_argument("--check", action="store_true", help="fail if the files differ from the models")
     crds.set_defaults(func=_crds)
     dev = commands.add_parser("dev", help="local development cluster built from source")

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from headrace.api import crd
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_crds_directory_matches_the_models() -> None:
+@pytest.mark.parametrize("directory", ["crds", "charts/headrace/crds"])
+def test_generated_crds_match_the_models(directory: str) -> None:
     for file_name, manifest in crd.all_crds().items():
-        path = REPO / "crds" / file_name
+        path = REPO / directory / file_name
         assert path.exists(), f"{path} missing: run `headrace crds`"
         assert path.read_text() == crd.render_yaml(manifest), f"{path} is stale: run `headrace crds`"
 
