@@ -345,6 +345,7 @@ def kube_proxy_config(network: NodeNetwork, name: str, kubeconfig: Path) -> str:
         "metricsBindAddress": KUBE_PROXY_METRICS,
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
         "iptables": {"localhostNodePorts": False},
+        "nodePortAddresses": ["primary"],
     }
     return json.dumps(config, indent=2)
 
@@ -867,7 +868,12 @@ class Node:
         state = NodeState(name, network or NodeNetwork())
         with contextlib.suppress(FileNotFoundError):
             state = NodeState.from_json(layout.state_file.read_text())
-        _teardown(layout, state, {})
+        # The bridge and KUBE-* chains are shared by name: never clean while another node runs.
+        lock = _acquire_machine_lock()
+        try:
+            _teardown(layout, state, {})
+        finally:
+            lock.close()
 
     # --- starting ---------------------------------------------------------------------------------
 
