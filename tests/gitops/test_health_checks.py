@@ -1,0 +1,229 @@
+"""The Argo CD health checks of the chart, run by the real Lua interpreter on status fixtures.
+
+Every fixture's status is validated against the operator's status models first, so the fixtures
+have the shape the operator really writes; a second table takes statuses from the real planner.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headrace.api.models import StreamingAppSpec, StreamingAppStatus, StreamingSavepointStatus
+from headrace.core.observation import DriverPod, Observation
+from headrace.core.planner import AppView, decide
+
+from .lua import INTERPRETERS, assess, to_lua
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "headrace"
+APP_SCRIPT = CHART / "argocd" / "streamingapp.lua"
+SAVEPOINT_SCRIPT = CHART / "argocd" / "streamingsavepoint.lua"
+NOW = "2026-11-21T12:00:00Z"
+
+
+def condition(type_: str, status: str, reason: str, message: str = "") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": NOW}
+
+
+def app(status: dict[str, Any] | None, generation: int = 3) -> dict[str, Any]:
+    resource: dict[str, Any] = {
+        "apiVersion": "headrace.dev/v1alpha1",
+        "kind": "StreamingApp",
+        "metadata": {"name": "clicks", "namespace": "analytics", "generation": generation},
+        "spec": {"image": "x", "application": {"file": "/app.py"}, "state": {"checkpointDir": "s3a://b/c"}},
+    }
+    if status is not None:
+        StreamingAppStatus.model_validate(status)
+        resource["status"] = status
+    return resource
+
+
+def app_status(phase: str, *conditions: dict[str, Any], observed: int = 3) -> dict[str, Any]:
+    return {"observedGeneration": observed, "phase": phase, "conditions": list(conditions)}
+
+
+READY = condition("Ready", "True", "DriverRunning", "driver clicks-r1-a1-driver is running")
+NOT_READY = condition("Ready", "False", "DriverStarting", "driver clicks-r1-a2-driver is starting")
+HEALTHY = condition("Degraded", "False", "Healthy")
+
+APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "no status yet": (app(None), "Progressing", "waiting for the operator"),
+    "running and ready": (app(app_status("Running", READY, HEALTHY)), "Healthy", "DriverRunning"),
+    "running, recent restarts": (
+        app(app_status("Running", READY, condition("Degraded", "True", "RecentRestarts", "restarted 2 times"))),
+        "Healthy",
+        "driver clicks-r1-a1-driver is running",
+    ),
+    "completed": (
+        app(app_status("Completed", condition("Ready", "False", "Completed", "the job finished"))),
+        "Healthy",
+        "the job finished",
+    ),
+    "running, not ready yet": (app(app_status("Running", NOT_READY)), "Progressing", "DriverStarting"),
+    "stale generation": (app(app_status("Running", READY, observed=2)), "Progressing", "generation 3"),
+    "no observed generation": (app({"phase": "Running", "conditions": [READY]}), "Progressing", "generation 3"),
+    "deploying": (
+        app(app_status("Deploying", NOT_READY, condition("Progressing", "True", "Deploying", "run 1, attempt 1"))),
+        "Progressing",
+        "run 1, attempt 1",
+    ),
+    "upgrading": (app(app_status("Upgrading", NOT_READY)), "Progressing", "phase Upgrading"),
+    "restarting after a failure": (
+        app(
+            app_status(
+                "Restarting",
+                condition("Ready", "False", "DriverFailed", "exit code 1"),
+                condition("Progressing", "True", "Restarting", "next attempt in 4s"),
+                condition("Degraded", "True", "DriverFailed", "exit code 1"),
+            )
+        ),
+        "Progressing",
+        "next attempt in 4s",
+    ),
+    "savepointing": (app(app_status("Savepointing", READY)), "Progressing", "phase Savepointing"),
+    "rescaling": (app(app_status("Rescaling", READY)), "Progressing", "phase Rescaling"),
+    "failed": (
+        app(
+            app_status(
+                "Failed",
+                condition("Ready", "False", "DriverFailed", "boom"),
+                condition("Degraded", "True", "DriverFailed", "boom; not restarting: more than 3 failures"),
+            )
+        ),
+        "Degraded",
+        "not restarting: more than 3 failures",
+    ),
+    "failed without conditions": (app(app_status("Failed")), "Degraded", "phase Failed"),
+    "rolled back": (
+        app(app_status("RolledBack", READY, condition("Degraded", "True", "RolledBack", "rolled back to r1"))),
+        "Degraded",
+        "rolled back to r1",
+    ),
+    "running an older spec, the update is invalid": (
+        app(app_status("Running", READY, condition("Degraded", "True", "InvalidSpec", "spec.sparkConf: owned"))),
+        "Degraded",
+        "InvalidSpec",
+    ),
+    "upgrade refused": (
+        app(app_status("Running", READY, condition("Degraded", "True", "UpgradeRefused", "needs a savepoint"))),
+        "Degraded",
+        "needs a savepoint",
+    ),
+    "suspended": (
+        app(app_status("Suspended", condition("Ready", "False", "Suspended", "savepoint sp-1"))),
+        "Suspended",
+        "savepoint sp-1",
+    ),
+}
+
+
+@pytest.fixture(params=INTERPRETERS)
+def interpreter(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_lua_54_is_installed() -> None:
+    assert "lua5.4" in INTERPRETERS
+
+
+@pytest.mark.parametrize("case", APP_CASES, ids=list(APP_CASES))
+def test_streaming_app_health(case: str, interpreter: str, tmp_path: Path) -> None:
+    resource, expected_status, expected_text = APP_CASES[case]
+    status, message = assess(APP_SCRIPT, resource, tmp_path, interpreter)
+    assert status == expected_status, message
+    assert expected_text in message
+
+
+def _savepoint(status: dict[str, Any] | None, generation: int = 1) -> dict[str, Any]:
+    resource: dict[str, Any] = {
+        "apiVersion": "headrace.dev/v1alpha1",
+        "kind": "StreamingSavepoint",
+        "metadata": {"name": "clicks-sp-1", "namespace": "analytics", "generation": generation},
+        "spec": {"appName": "clicks"},
+    }
+    if status is not None:
+        StreamingSavepointStatus.model_validate(status)
+        resource["status"] = status
+    return resource
+
+
+SAVEPOINT_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "no status yet": (_savepoint(None), "Progressing", "waiting for the operator"),
+    "pending": (_savepoint({"phase": "Pending"}), "Progressing", "phase Pending"),
+    "in progress": (_savepoint({"phase": "InProgress", "message": "copying"}), "Progressing", "copying"),
+    "succeeded": (
+        _savepoint({"phase": "Succeeded", "path": "s3a://b/sp/1", "batchId": 41, "observedGeneration": 1}),
+        "Healthy",
+        "s3a://b/sp/1 (batch 41)",
+    ),
+    "failed": (_savepoint({"phase": "Failed", "message": "no space left"}), "Degraded", "no space left"),
+    "stale generation": (
+        _savepoint({"phase": "Succeeded", "observedGeneration": 1}, generation=2),
+        "Progressing",
+        "generation 2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SAVEPOINT_CASES, ids=list(SAVEPOINT_CASES))
+def test_streaming_savepoint_health(case: str, interpreter: str, tmp_path: Path) -> None:
+    resource, expected_status, expected_text = SAVEPOINT_CASES[case]
+    status, message = assess(SAVEPOINT_SCRIPT, resource, tmp_path, interpreter)
+    assert status == expected_status, message
+    assert expected_text in message
+
+
+# --- statuses written by the real planner ------------------------------------------------------
+
+T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+SPEC = StreamingAppSpec.model_validate(
+    {
+        "image": "localhost/headrace/spark:0.1.0",
+        "application": {"file": "local:///opt/app.py"},
+        "state": {"checkpointDir": "s3a://bucket/checkpoints"},
+        "restartPolicy": {"maxRestartsInWindow": 1},
+    }
+)
+
+
+def _planned(status: StreamingAppStatus, *pods: DriverPod, spec: StreamingAppSpec = SPEC) -> StreamingAppStatus:
+    view = AppView(name="clicks", namespace="analytics", generation=1, spec=spec, status=status)
+    return decide(view, Observation(drivers=pods), T0).status
+
+
+def _pod(attempt: int, phase: str, **fields: Any) -> DriverPod:
+    return DriverPod(name=f"clicks-r1-a{attempt}-driver", run=1, attempt=attempt, phase=phase, **fields)  # type: ignore[arg-type]
+
+
+def _planner_statuses() -> dict[str, tuple[StreamingAppStatus, str]]:
+    deploying = _planned(StreamingAppStatus())
+    running = _planned(deploying, _pod(1, "Running", running_since=T0, ip="10.0.0.9"))
+    restarting = _planned(running, _pod(1, "Failed", exit_code=1, message="boom"))
+    failed = _planned(
+        restarting.model_copy(update={"pendingOperation": None}), _pod(1, "Failed", exit_code=1, message="boom")
+    )
+    invalid = SPEC.model_copy(update={"sparkConf": {"spark.master": "local[2]"}})
+    refused = _planned(running, _pod(1, "Running", running_since=T0, ip="10.0.0.9"), spec=invalid)
+    return {
+        "deploying": (deploying, "Progressing"),
+        "running": (running, "Healthy"),
+        "restarting": (restarting, "Progressing"),
+        "failed": (failed, "Degraded"),
+        "invalid update while running": (refused, "Degraded"),
+    }
+
+
+@pytest.mark.parametrize("case", ["deploying", "running", "restarting", "failed", "invalid update while running"])
+def test_statuses_from_the_planner(case: str, tmp_path: Path) -> None:
+    status, expected = _planner_statuses()[case]
+    resource = app(status.model_dump(mode="json", exclude_none=True), generation=1)
+    assert assess(APP_SCRIPT, resource, tmp_path)[0] == expected, status
+
+
+def test_lua_literal_escapes_strings() -> None:
+    assert to_lua({"a": 'quote " and \\ and\nnewline', "b": [1, 2.5, True, None]}) == (
+        '{["a"] = "quote \\" and \\\\ and\\010newline", ["b"] = {1, 2.5, true, nil}}'
+    )
