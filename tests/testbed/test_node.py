@@ -29,6 +29,7 @@ from headrace.testbed.node import (
     NodeLayout,
     NodeNetwork,
     bridge_ports,
+    cni_cache_owner,
     cni_conflist,
     containerd_config,
     cri_tool,
@@ -148,6 +149,19 @@ def test_owned_processes_match_node_programs_naming_the_root() -> None:
         5: ["containerd-shim-runc-v2", "-address", "/var/lib/headrace/abc/containerd.sock"],
     }
     assert owned_processes(cmdlines, ("/w/node", "/var/lib/headrace/abc")) == [1, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("file_name", "owner"),
+    [
+        ("headrace-pods-abc123-eth0", "abc123"),
+        ("cni-loopback-abc123-lo", "abc123"),
+        ("podman-abc123-eth0", None),
+        ("headrace-pods", None),
+    ],
+)
+def test_cni_cache_owner(file_name: str, owner: str | None) -> None:
+    assert cni_cache_owner(file_name, "headrace-pods") == owner
 
 
 def test_oci_archive_is_a_valid_content_addressed_layout() -> None:

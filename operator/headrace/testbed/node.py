@@ -40,6 +40,7 @@ from headrace.testbed.pause import PAUSE_IMAGE, pause_image
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 CGROUP_MOUNTS = Path("/sys/fs/cgroup")
+CNI_CACHE = Path("/var/lib/cni/results")
 SHORT_ROOTS = Path("/var/lib/headrace")
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 PORTMAP_SHARED_CHAINS = ("CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SETMARK", "CNI-HOSTPORT-MASQ")
@@ -439,6 +440,14 @@ def iptables_cleanup(table_name: str, save_output: str, cni_name: str) -> list[l
     return commands
 
 
+def cni_cache_owner(file_name: str, cni_name: str) -> str | None:
+    """The sandbox id a libcni result cache file belongs to, if it is of this network or the loopback."""
+    for prefix in (f"{cni_name}-", "cni-loopback-"):
+        if file_name.startswith(prefix) and "-" in file_name.removeprefix(prefix):
+            return file_name.removeprefix(prefix).rsplit("-", 1)[0]
+    return None
+
+
 def owned_processes(cmdlines: dict[int, list[str]], markers: Sequence[str]) -> list[int]:
     """Ids of a node's component processes: a node binary whose arguments mention one of ``markers``."""
     return sorted(
@@ -571,6 +580,22 @@ def _ensure_cgroup_root(name: str) -> None:
     for hierarchy in CGROUP_MOUNTS.iterdir():
         if (hierarchy / "cgroup.procs").exists():
             (hierarchy / relative).mkdir(exist_ok=True)
+
+
+def _sandbox_ids(layout: NodeLayout) -> set[str]:
+    """Ids of every pod sandbox containerd's CRI recorded for this node."""
+    cri = "io.containerd.grpc.v1.cri"
+    directories = (layout.containerd_root / cri / "sandboxes", layout.containerd_state / cri / "sandboxes")
+    return {entry.name for directory in directories if directory.is_dir() for entry in directory.iterdir()}
+
+
+def _remove_cni_cache(sandboxes: set[str], cni_name: str) -> None:
+    """libcni's result cache (global, under /var/lib/cni) of this node's sandboxes (left when CNI DEL never ran)."""
+    if not CNI_CACHE.is_dir():
+        return
+    for entry in CNI_CACHE.iterdir():
+        if cni_cache_owner(entry.name, cni_name) in sandboxes:
+            entry.unlink(missing_ok=True)
 
 
 def _remove_log_links(pod_logs: Path) -> None:
@@ -1002,6 +1027,7 @@ def _teardown(layout: NodeLayout, state: NodeState, running: dict[str, procs.Pro
     _delete_links(state.network)
     _clean_iptables(state.network.cni_name)
     _remove_log_links(layout.pod_logs)
+    _remove_cni_cache(_sandbox_ids(layout), state.network.cni_name)
     if stuck:
         raise NodeError(f"could not unmount {stuck}; left {layout.root} in place")
     for root in layout.roots:
