@@ -4,8 +4,11 @@ the `Cluster` context manager and through the detached ``python -m headrace.test
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +113,35 @@ def test_up_detaches_and_down_removes_everything() -> None:
     assert not kubeconfig_path().exists()
     _assert_nothing_left(Path(state.workdir))
     assert not Path(state.workdir).exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("background_cluster_slot")
+def test_down_cleans_up_after_a_killed_supervisor() -> None:
+    """The supervisor dies by SIGKILL (no cleanup runs); pods, shims and the network outlive it; `down` removes them."""
+    try:
+        up = _cluster_command("up")
+        assert up.returncode == 0, up.stderr
+        state = ClusterState.from_json((cluster_home() / "state.json").read_text())
+        with config.new_client_from_config(config_file=str(kubeconfig_path())) as api:
+            container = client.V1Container(name="main", image=PAUSE_IMAGE, image_pull_policy="Never")
+            pod = client.V1Pod(
+                metadata=client.V1ObjectMeta(name="orphan"), spec=client.V1PodSpec(containers=[container])
+            )
+            client.CoreV1Api(api).create_namespaced_pod("default", pod)
+            deadline = time.monotonic() + 60
+            while client.CoreV1Api(api).read_namespaced_pod("orphan", "default").status.phase != "Running":
+                assert time.monotonic() < deadline, "the pod never ran"
+                time.sleep(0.3)
+        os.kill(state.supervisor_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while procs.pid_exists(state.supervisor_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status = _cluster_command("status")
+        assert status.returncode == 1
+        assert "supervisor dead" in status.stdout
+        assert link_exists(NodeNetwork().bridge)  # left behind by the killed supervisor
+    finally:
+        down = _cluster_command("down")
+    assert down.returncode == 0, down.stderr
+    _assert_nothing_left(Path(state.workdir))
