@@ -1,5 +1,7 @@
 {{- define "headrace.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
@@ -25,27 +27,51 @@ app.kubernetes.io/component: operator
 {{- default (include "headrace.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
-{{/* Rules the operator needs in every namespace it manages. It may grant drivers only what it holds. */}}
+{{/* Whether the cluster serves the Prometheus Operator's API (ServiceMonitor, PodMonitor). */}}
+{{- define "headrace.hasPrometheusOperator" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Rules the operator needs in every namespace it manages, call by call (operator/headrace/adapters/kube.py
+and kopf's watches). The operator creates a Role for each app's driver (pods, services, configmaps,
+persistentvolumeclaims: see render/manifests.py), and Kubernetes lets it grant only what it holds, so
+those verbs appear here too. tests/chart checks both against the code.
+*/}}
 {{- define "headrace.namespacedRules" -}}
 - apiGroups: [headrace.dev]
-  resources: [streamingapps, streamingsavepoints]
-  verbs: [get, list, watch, patch, update]
+  resources: [streamingapps]
+  verbs: [get, list, watch]
+- apiGroups: [headrace.dev]
+  resources: [streamingsavepoints]
+  verbs: [get, list, watch, create, delete]
 - apiGroups: [headrace.dev]
   resources: [streamingapps/status, streamingsavepoints/status]
-  verbs: [get, patch, update]
+  verbs: [get, update, patch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [create, get, list, watch, delete, deletecollection, patch]
 - apiGroups: [""]
-  resources: [services, configmaps, secrets, serviceaccounts]
-  verbs: [create, get, list, watch, delete]
+  resources: [services, configmaps]
+  verbs: [create, get, list, delete]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [create, get, list, delete, deletecollection]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create, get]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [create]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
-  verbs: [create, get, list, delete]
-- apiGroups: ["", events.k8s.io]
+  verbs: [create]
+- apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
+{{- if and .Values.peering.enabled .Values.watchNamespaces }}
+- apiGroups: [kopf.dev]
+  resources: [kopfpeerings]
+  verbs: [get, list, watch, patch]
+{{- end }}
 {{- end -}}
