@@ -24,10 +24,8 @@ import json
 import os
 import shlex
 import signal
-import ssl
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +33,7 @@ from types import TracebackType
 from typing import IO, Protocol
 
 from headrace.testbed import build, procs
+from headrace.testbed.controlplane import http_ok
 from headrace.testbed.pause import PAUSE_IMAGE, pause_image
 
 CNI_BIN_DIR = Path("/usr/lib/cni")
@@ -611,18 +610,13 @@ def _signal_and_wait(pids: Sequence[int], grace_seconds: float) -> None:
     for signum, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 5.0)):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signum) if os.getpgid(pid) == pid else os.kill(pid, signum)
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signum)
+                else:
+                    os.kill(pid, signum)
         deadline = time.monotonic() + wait
         while any(procs.pid_exists(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310 - fixed local URLs
-            return int(response.status) == 200
-    except OSError:
-        return False
 
 
 # --- The CRI helper: removes pod sandboxes through containerd's CRI (so CNI DEL runs) ------------
@@ -967,7 +961,7 @@ class Node:
             for process in self._processes.values():
                 if not process.alive():
                     raise process.failure(f"exited with code {process.popen.returncode} before the node was Ready")
-            if _http_ok(proxy_health) and self._node_ready():
+            if http_ok(proxy_health) and self._node_ready():
                 return
             if time.monotonic() > deadline:
                 tails = "\n".join(f"--- {name}:\n{p.tail(15)}" for name, p in self._processes.items())
