@@ -85,6 +85,12 @@ def app_changed(namespace: str | None, name: str | None, memo: kopf.Memo, **_: A
     _enqueue(memo, namespace, name)
 
 
+@kopf.on.event(models.GROUP, models.VERSION, models.SAVEPOINT_PLURAL)
+def savepoint_changed(namespace: str | None, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> None:
+    """A StreamingSavepoint was created or finished: its app decides what follows."""
+    _enqueue(memo, namespace, spec.get("appName"))
+
+
 @kopf.on.event("pods", labels={names.MANAGED_BY: names.MANAGED_BY_VALUE, names.ROLE: names.ROLE_DRIVER})
 def driver_changed(namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
     """A driver pod changed (started, failed, deleted): queue its app at once."""

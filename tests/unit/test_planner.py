@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from headrace.api.models import StreamingAppStatus
+from headrace.api.models import SavepointRef, StreamingAppStatus
+from headrace.core.observation import Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
 from headrace.core.planner import decide
 
@@ -249,3 +250,251 @@ def test_refusal_is_reported_once_and_cleared_when_reverted() -> None:
     reverted = step(second.status, seen(pod()), later(7), app_spec=spec(), generation=3)
     assert reverted.status.error is None
     assert "SpecAccepted" in [event.reason for event in reverted.events]
+
+
+# --------------------------------------------------------------------------- savepoint lifecycle --
+
+from headrace.core.observation import SavepointResource  # noqa: E402
+from headrace.core.plan import CreateSavepointResource, SetSavepointStatus, TakeSavepoint  # noqa: E402
+
+
+def _ssp(name: str, phase: str | None, path: str | None = None, **fields: object) -> SavepointResource:
+    return SavepointResource(name=name, reason=fields.pop("reason", "upgrade"), phase=phase, path=path, **fields)  # type: ignore[arg-type]
+
+
+def test_trigger_nonce_takes_a_savepoint_without_stopping() -> None:
+    status = running_app()
+    plan = step(status, seen(pod()), later(5), app_spec=spec(savepoints={"triggerNonce": 1}), generation=2)
+    assert plan.status.phase == "Savepointing"
+    assert plan.status.pendingOperation is not None and plan.status.pendingOperation.kind == "Savepoint"
+    take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
+    assert take.stop is False
+    assert take.path.startswith("s3a://bucket/savepoints/analytics/clicks/clicks-manual-")
+    assert any(isinstance(action, CreateSavepointResource) for action in plan.actions)
+    name = take.name
+    done = step(
+        plan.status,
+        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Succeeded", take.path, batch_id=7, time="t"),)),
+        later(9),
+        app_spec=spec(savepoints={"triggerNonce": 1}),
+        generation=2,
+    )
+    assert done.status.latestSavepoint is not None and done.status.latestSavepoint.path == take.path
+    assert done.status.pendingOperation is None
+    assert done.status.phase == "Running"
+    assert "SavepointCompleted" in [event.reason for event in done.events]
+
+
+def test_failed_savepoint_keeps_the_previous_one_and_the_job() -> None:
+    status = running_app()
+    status.latestSavepoint = SavepointRef(name="old", path="s3a://old")
+    plan = step(status, seen(pod()), later(5), app_spec=spec(savepoints={"triggerNonce": 1}), generation=2)
+    name = next(action for action in plan.actions if isinstance(action, TakeSavepoint)).name
+    failed = step(
+        plan.status,
+        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
+        later(6),
+        app_spec=spec(savepoints={"triggerNonce": 1}),
+        generation=2,
+    )
+    assert failed.status.latestSavepoint is not None and failed.status.latestSavepoint.name == "old"
+    assert failed.status.phase == "Running"
+    assert not any(isinstance(action, DeletePod) for action in failed.actions)
+
+
+def test_savepoint_upgrade_stops_with_savepoint_then_starts_new_run_from_it() -> None:
+    status = running_app()
+    new = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
+    plan = step(status, seen(pod()), later(5), app_spec=new, generation=2)
+    take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
+    assert take.stop is True
+    assert plan.status.phase == "Upgrading"
+    stopped = pod(phase="Succeeded", exit_code=0, savepoint_path=take.path)
+    done = step(
+        plan.status,
+        Observation(drivers=(stopped,), savepoints=(_ssp(take.name, "Succeeded", take.path),)),
+        later(20),
+        app_spec=new,
+        generation=2,
+    )
+    assert done.status.run is not None and (done.status.run.number, done.status.run.attempt) == (2, 1)
+    assert done.status.run.restoredFrom == take.path
+    assert kinds(done) == ["DeletePod"]  # the stopped driver goes before the new run starts
+    created = step(done.status, seen(), later(21), app_spec=new, generation=2)
+    ensure = next(action for action in created.actions if isinstance(action, EnsureDriver))
+    assert ensure.restore_from == take.path and ensure.allow_repartition
+
+
+def test_operator_crash_during_stop_with_savepoint_recovers_the_path_from_the_driver() -> None:
+    status = running_app()
+    new = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
+    plan = step(status, seen(pod()), later(5), app_spec=new, generation=2)
+    take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
+    stopped = pod(phase="Succeeded", exit_code=0, savepoint_path=take.path)
+    settle = step(
+        plan.status,
+        Observation(drivers=(stopped,), savepoints=(_ssp(take.name, "InProgress"),)),
+        later(30),
+        app_spec=new,
+        generation=2,
+    )
+    assert SetSavepointStatus(name=take.name, phase="Succeeded", path=take.path) in settle.actions
+    running_still = step(
+        plan.status,
+        Observation(drivers=(pod(),), savepoints=(_ssp(take.name, "InProgress"),)),
+        later(30),
+        app_spec=new,
+        generation=2,
+    )
+    assert any(isinstance(a, SetSavepointStatus) and a.phase == "Failed" for a in running_still.actions)
+
+
+def test_failed_upgrade_savepoint_keeps_old_driver_and_is_not_retried() -> None:
+    status = running_app()
+    new = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
+    plan = step(status, seen(pod()), later(5), app_spec=new, generation=2)
+    name = next(action for action in plan.actions if isinstance(action, TakeSavepoint)).name
+    failed = step(
+        plan.status,
+        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
+        later(6),
+        app_spec=new,
+        generation=2,
+    )
+    assert failed.status.run is not None and failed.status.run.number == 1
+    assert "UpgradeFailed" in [event.reason for event in failed.events]
+    again = step(
+        failed.status,
+        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
+        later(7),
+        app_spec=new,
+        generation=2,
+    )
+    assert not any(isinstance(action, TakeSavepoint) for action in again.actions)
+    assert again.status.error is not None
+
+
+def test_suspend_takes_savepoint_and_resume_restores_it() -> None:
+    status = running_app()
+    suspended_spec = spec(job={"state": "suspended"})
+    plan = step(status, seen(pod()), later(5), app_spec=suspended_spec, generation=2)
+    take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
+    assert take.stop
+    stopped = pod(phase="Succeeded", exit_code=0, savepoint_path=take.path)
+    done = step(
+        plan.status,
+        Observation(drivers=(stopped,), savepoints=(_ssp(take.name, "Succeeded", take.path, reason="suspend"),)),
+        later(9),
+        app_spec=suspended_spec,
+        generation=2,
+    )
+    assert done.status.phase == "Suspended"
+    assert done.status.suspendedSavepoint == take.path
+    quiet = step(done.status, seen(), later(60), app_spec=suspended_spec, generation=2)
+    assert quiet.status.phase == "Suspended" and quiet.actions == ()
+    resumed = step(done.status, seen(), later(90), app_spec=spec(), generation=3)
+    assert resumed.status.run is not None and resumed.status.run.number == 2
+    assert resumed.status.run.restoredFrom == take.path
+    assert kinds(resumed) == ["EnsureDriver"]
+
+
+def test_suspend_without_running_driver_keeps_checkpoint_and_resumes_on_it() -> None:
+    failed = pod(phase="Failed", exit_code=3)
+    status = step(running_app(), seen(failed), later(5)).status
+    assert status.phase == "Failed"
+    plan = step(status, seen(failed), later(6), app_spec=spec(job={"state": "suspended"}), generation=2)
+    assert plan.status.phase == "Suspended" and plan.status.suspendedSavepoint is None
+    resumed = step(plan.status, seen(failed), later(7), app_spec=spec(), generation=3)
+    assert resumed.status.run is not None and (resumed.status.run.number, resumed.status.run.attempt) == (1, 2)
+
+
+def test_partition_change_goes_through_savepoint_and_repartition() -> None:
+    status = running_app()
+    new = spec(state__partitions=16, upgradeMode="savepoint")
+    plan = step(status, seen(pod()), later(5), app_spec=new, generation=2)
+    assert any(isinstance(action, TakeSavepoint) and action.stop for action in plan.actions)
+
+
+def test_periodic_savepoint_is_due_after_the_interval() -> None:
+    periodic = spec(savepoints={"periodic": "10m"})
+    status = step(None, app_spec=periodic).status
+    status = step(status, seen(pod()), later(1), app_spec=periodic).status
+    early = step(status, seen(pod()), later(300), app_spec=periodic)
+    assert not any(isinstance(action, TakeSavepoint) for action in early.actions)
+    assert early.requeue_after is not None and early.requeue_after <= 301
+    due = step(status, seen(pod()), later(601), app_spec=periodic)
+    take = next(action for action in due.actions if isinstance(action, TakeSavepoint))
+    assert take.reason == "periodic" and not take.stop
+
+
+def test_user_created_savepoint_resource_is_taken_and_import_succeeds() -> None:
+    status = running_app()
+    asked = SavepointResource(name="before-migration", reason="manual")
+    imported = SavepointResource(name="from-prod", reason="import", import_path="s3a://prod/sp-1")
+    plan = step(status, Observation(drivers=(pod(),), savepoints=(asked, imported)), later(5))
+    take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
+    assert take.name == "before-migration"
+    assert SetSavepointStatus(name="from-prod", phase="Succeeded", path="s3a://prod/sp-1") in plan.actions
+
+
+def test_restore_from_missing_savepoint_waits_instead_of_starting_empty() -> None:
+    plan = step(None, app_spec=spec(restoreFrom={"savepoint": "nope"}))
+    assert plan.actions == ()
+    assert "RestoreSourceMissing" in [event.reason for event in plan.events]
+    ready = step(
+        None,
+        Observation(
+            savepoints=(SavepointResource(name="nope", reason="manual", phase="Succeeded", path="s3a://sp/nope"),)
+        ),
+        app_spec=spec(restoreFrom={"savepoint": "nope"}),
+    )
+    ensure = next(action for action in ready.actions if isinstance(action, EnsureDriver))
+    assert ensure.restore_from == "s3a://sp/nope" and not ensure.allow_repartition
+
+
+def test_retention_deletes_oldest_operator_savepoints_only() -> None:
+    status = running_app()
+    made = tuple(
+        SavepointResource(
+            name=f"sp{i}",
+            reason="periodic",
+            phase="Succeeded",
+            path=f"p{i}",
+            time=f"2026-11-2{i}T00:00:00Z",
+            operator_made=True,
+        )
+        for i in range(1, 5)
+    )
+    user = SavepointResource(name="mine", reason="manual", phase="Succeeded", path="pm", time="2026-11-01T00:00:00Z")
+    plan = step(
+        status,
+        Observation(drivers=(pod(),), savepoints=(*made, user)),
+        later(5),
+        app_spec=spec(savepoints={"retain": 2}),
+    )
+    deleted = sorted(action.name for action in plan.actions if type(action).__name__ == "DeleteSavepointResource")
+    assert deleted == ["sp1", "sp2"]
+
+
+def test_rollback_to_last_stable_spec_when_upgrade_never_becomes_stable() -> None:
+    stable = spec(rollback={"enabled": True, "stableAfter": "1m"})
+    status = step(None, app_spec=stable).status
+    status = step(status, seen(pod()), later(1), app_spec=stable).status
+    status = step(status, seen(pod()), later(120), app_spec=stable).status
+    assert status.lastStableSpec == status.lastReconciledSpec
+    broken = spec(image="localhost/broken:1", rollback={"enabled": True, "stableAfter": "1m"})
+    status = step(status, seen(pod()), later(130), app_spec=broken, generation=2).status  # last-state upgrade
+    status = step(status, seen(), later(131), app_spec=broken, generation=2).status  # a2 created
+    crashed = pod(attempt=2, phase="Failed", exit_code=1, reason="Error")
+    failing = step(status, seen(crashed), later(140), app_spec=broken, generation=2)
+    assert "RollingBack" in [event.reason for event in failing.events]
+    back = step(failing.status, seen(crashed), later(150), app_spec=broken, generation=2)
+    back = step(back.status, seen(), later(151), app_spec=broken, generation=2)
+    ensure = next(action for action in back.actions if isinstance(action, EnsureDriver))
+    assert ensure.spec.image == "localhost/headrace/spark:0.1.0"
+    running = step(
+        back.status, seen(pod(attempt=3, running_since=later(152))), later(153), app_spec=broken, generation=2
+    )
+    assert running.status.phase == "RolledBack"
+    assert not any(isinstance(action, TakeSavepoint | EnsureDriver) for action in running.actions)
+    assert running.status.error is not None

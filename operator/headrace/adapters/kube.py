@@ -105,6 +105,46 @@ class KubeClient:
             raise
         return result
 
+    # ------------------------------------------------------------------------------ savepoints --
+    def list_savepoints(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        """StreamingSavepoints of an app (by spec.appName; user-made ones may carry no labels)."""
+        result = _json(
+            self.custom.list_namespaced_custom_object(
+                models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, _preload_content=False
+            )
+        )
+        return [item for item in result.get("items", []) if (item.get("spec") or {}).get("appName") == app]
+
+    def create_savepoint(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create a StreamingSavepoint; AlreadyExists is fine."""
+        try:
+            self.custom.create_namespaced_custom_object(
+                models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, body, _preload_content=False
+            )
+        except ApiException as error:
+            _ignore(HTTP_CONFLICT, error)
+
+    def patch_savepoint_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch a StreamingSavepoint's status (the record of its outcome)."""
+        self.custom.patch_namespaced_custom_object_status(
+            models.GROUP,
+            models.VERSION,
+            namespace,
+            models.SAVEPOINT_PLURAL,
+            name,
+            {"status": status},
+            _preload_content=False,
+        )
+
+    def delete_savepoint(self, namespace: str, name: str) -> None:
+        """Delete a StreamingSavepoint record."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, _preload_content=False
+            )
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+
     # ------------------------------------------------------------------------------------ pods --
     def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         """Every driver pod of an app, of any run or attempt."""

@@ -207,11 +207,6 @@ class SavepointPolicy(Model):
     triggerNonce: Annotated[
         int, Field(ge=0, description="Change it to take one savepoint now."), change(ChangeKind.IGNORE)
     ] = 0
-    disposeOnDelete: Annotated[
-        bool,
-        Field(description="Delete savepoint files when their StreamingSavepoint is deleted (default keep)."),
-        change(ChangeKind.IGNORE),
-    ] = False
 
 
 class RestoreFrom(Model):
@@ -414,6 +409,13 @@ class StreamingAppStatus(Model):
     latestSavepoint: SavepointRef | None = None
     progress: ProgressSummary | None = None
     error: str | None = Field(default=None, description="Why the current spec is not applied, if it is not.")
+    suspendedSavepoint: str | None = Field(
+        default=None, description="Savepoint taken when the job was suspended; resuming restores it."
+    )
+    failedSpecHash: str | None = Field(
+        default=None,
+        description="Hash of a spec whose upgrade failed or was rolled back; it is not retried until the spec changes.",
+    )
 
 
 class StreamingApp(Model):
@@ -443,7 +445,6 @@ class StreamingSavepointSpec(Model):
         str | None,
         Field(pattern=URI_PATTERN, description="Set to import an existing savepoint; otherwise the operator chooses."),
     ] = None
-    disposeOnDelete: Annotated[bool, Field(description="Delete the files when this resource is deleted.")] = False
 
 
 class StreamingSavepointStatus(Model):

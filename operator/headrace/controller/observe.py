@@ -9,12 +9,17 @@ from pydantic import ValidationError
 
 from headrace.api import names
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
-from headrace.core.observation import DriverPod, Observation, PodPhase
+from headrace.core.observation import DriverPod, Observation, PodPhase, SavepointPhase, SavepointResource
 from headrace.core.planner import AppView
 from headrace.core.timefmt import parse_time
 from headrace.core.validation import Problem
 
 _PHASES: set[str] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
+_SAVEPOINT_PHASES: set[str] = {"Pending", "InProgress", "Succeeded", "Failed"}
+STOPPED_WITH_SAVEPOINT = "StoppedWithSavepoint"
+_SAVEPOINT_MESSAGE_PREFIX = "stopped after savepoint "
+CREATED_BY = "headrace.dev/created-by"
+CREATED_BY_OPERATOR = "operator"
 
 
 def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +69,9 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
     terminated = _terminated(pod)
     reason, message = _termination_reason(terminated, status) if terminated or phase == "Failed" else (None, None)
     started = _running_since(pod)
+    savepoint_path = None
+    if reason == STOPPED_WITH_SAVEPOINT and message and message.startswith(_SAVEPOINT_MESSAGE_PREFIX):
+        savepoint_path = message.removeprefix(_SAVEPOINT_MESSAGE_PREFIX).strip()
     return DriverPod(
         name=metadata["name"],
         run=run,
@@ -75,13 +83,36 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         exit_code=terminated.get("exitCode"),
         running_since=parse_time(started) if started else None,
         ip=status.get("podIP"),
+        savepoint_path=savepoint_path,
     )
 
 
-def observe(pods: list[dict[str, Any]]) -> Observation:
-    """The observation built from an app's driver pods."""
+def savepoint_resource(body: dict[str, Any]) -> SavepointResource:
+    """One StreamingSavepoint as the planner sees it."""
+    metadata, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
+    phase_text = status.get("phase")
+    phase: SavepointPhase | None = phase_text if phase_text in _SAVEPOINT_PHASES else None
+    created = metadata.get("creationTimestamp")
+    return SavepointResource(
+        name=metadata["name"],
+        reason=spec.get("reason", "manual"),
+        phase=phase,
+        path=status.get("path"),
+        import_path=spec.get("path"),
+        batch_id=status.get("batchId"),
+        time=status.get("time"),
+        created_at=parse_time(created) if created else None,
+        operator_made=(metadata.get("labels") or {}).get(CREATED_BY) == CREATED_BY_OPERATOR,
+    )
+
+
+def observe(pods: list[dict[str, Any]], savepoints: list[dict[str, Any]] | None = None) -> Observation:
+    """The observation built from an app's driver pods and StreamingSavepoints."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
-    return Observation(drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))))
+    return Observation(
+        drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
+        savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
+    )
 
 
 def app_view(body: dict[str, Any]) -> AppView:

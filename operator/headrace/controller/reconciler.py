@@ -15,11 +15,21 @@ from typing import Any
 
 from headrace.adapters.driver import DriverControl, DriverUnavailable
 from headrace.adapters.kube import Conflict, KubeClient
-from headrace.api import names
+from headrace.api import models, names
 from headrace.controller.metrics import OperatorMetrics, restart_reason_label
-from headrace.controller.observe import app_view, observe
-from headrace.core.plan import Action, DeletePod, EnsureDriver, Plan, RescaleInPlace
+from headrace.controller.observe import CREATED_BY, CREATED_BY_OPERATOR, app_view, observe
+from headrace.core.plan import (
+    Action,
+    CreateSavepointResource,
+    DeletePod,
+    EnsureDriver,
+    Plan,
+    RescaleInPlace,
+    SetSavepointStatus,
+    TakeSavepoint,
+)
 from headrace.core.planner import decide, spec_hash
+from headrace.core.timefmt import format_time
 from headrace.render import manifests
 
 logger = logging.getLogger(__name__)
@@ -65,7 +75,7 @@ class Reconciler:
             self.metrics.record_phase((namespace, name), None)
             return None
         view = app_view(body)
-        observation = observe(self.kube.list_driver_pods(namespace, name))
+        observation = observe(self.kube.list_driver_pods(namespace, name), self.kube.list_savepoints(namespace, name))
         now = self.clock()
         plan = decide(view, observation, now)
         if plan.status != view.status:
@@ -87,7 +97,7 @@ class Reconciler:
             except Exception:  # an event lost is not worth a failed reconcile
                 logger.exception("could not post event %s", event.reason)
 
-    def _act(self, body: dict[str, Any], action: Action) -> float | None:
+    def _act(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: PLR0911 - one branch per kind
         self.metrics.actions.labels(type(action).__name__).inc()
         namespace = body["metadata"]["namespace"]
         if isinstance(action, EnsureDriver):
@@ -97,7 +107,57 @@ class Reconciler:
             logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
             self.kube.delete_pod(namespace, action.name)
             return None
-        return self._rescale(body, action)
+        if isinstance(action, RescaleInPlace):
+            return self._rescale(body, action)
+        if isinstance(action, CreateSavepointResource):
+            self.kube.create_savepoint(namespace, _savepoint_body(body, action))
+            return None
+        if isinstance(action, TakeSavepoint):
+            self._take_savepoint(body, action)
+            return 0.0
+        if isinstance(action, SetSavepointStatus):
+            status = {"phase": action.phase, "path": action.path, "message": action.message or None}
+            self.kube.patch_savepoint_status(namespace, action.name, {**status, "time": format_time(self.clock())})
+            return 0.0
+        self.kube.delete_savepoint(namespace, action.name)
+        return None
+
+    def _token(self, body: dict[str, Any]) -> str | None:
+        metadata = body["metadata"]
+        return self.kube.read_secret_value(
+            metadata["namespace"], names.control_secret(metadata["name"]), manifests.TOKEN_KEY
+        )
+
+    def _take_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
+        """Ask the driver; record the outcome on the StreamingSavepoint (the planner reads it next time)."""
+        namespace = body["metadata"]["namespace"]
+        self.kube.patch_savepoint_status(namespace, action.name, {"phase": "InProgress", "path": action.path})
+        token = self._token(body)
+        try:
+            if action.address is None or token is None:
+                raise DriverUnavailable("the driver has no address or control token yet")
+            record = self.driver.savepoint(
+                action.address, token, path=action.path, reason=action.reason, stop=action.stop
+            )
+        except DriverUnavailable as error:
+            logger.warning("savepoint %s/%s failed: %s", namespace, action.name, error)
+            self.kube.patch_savepoint_status(
+                namespace, action.name, {"phase": "Failed", "message": str(error), "time": format_time(self.clock())}
+            )
+            return
+        batches = [query.get("batchId") for query in record.get("queries", []) if query.get("batchId") is not None]
+        self.kube.patch_savepoint_status(
+            namespace,
+            action.name,
+            {
+                "phase": "Succeeded",
+                "path": record.get("path", action.path),
+                "batchId": max(batches) if batches else None,
+                "sizeBytes": record.get("sizeBytes"),
+                "time": format_time(self.clock()),
+                "message": None,
+            },
+        )
 
     def _ensure_driver(self, body: dict[str, Any], action: EnsureDriver) -> None:
         metadata = body["metadata"]
@@ -121,9 +181,7 @@ class Reconciler:
 
     def _rescale(self, body: dict[str, Any], action: RescaleInPlace) -> float | None:
         metadata = body["metadata"]
-        token = self.kube.read_secret_value(
-            metadata["namespace"], names.control_secret(metadata["name"]), manifests.TOKEN_KEY
-        )
+        token = self._token(body)
         if action.address is None or token is None:
             return DRIVER_RETRY_SECONDS
         try:
@@ -132,6 +190,17 @@ class Reconciler:
             logger.warning("rescale of %s/%s failed; will retry", metadata["namespace"], metadata["name"])
             return DRIVER_RETRY_SECONDS
         return None
+
+
+def _savepoint_body(app: dict[str, Any], action: CreateSavepointResource) -> dict[str, Any]:
+    metadata = app["metadata"]
+    labels = {**names.app_labels(metadata["name"]), CREATED_BY: CREATED_BY_OPERATOR}
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": models.SAVEPOINT_KIND,
+        "metadata": {"name": action.name, "namespace": metadata["namespace"], "labels": labels},
+        "spec": {"appName": metadata["name"], "reason": action.reason},
+    }
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

@@ -26,10 +26,34 @@ class DriverPod:
     exit_code: int | None = None
     running_since: datetime | None = None
     ip: str | None = None
+    savepoint_path: str | None = None  # set when the runtime exited after stop-with-savepoint
 
     @property
     def terminated(self) -> bool:
         """The pod's containers have stopped for good."""
+        return self.phase in ("Succeeded", "Failed")
+
+
+SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]
+
+
+@dataclass(frozen=True)
+class SavepointResource:
+    """One StreamingSavepoint of the app."""
+
+    name: str
+    reason: str
+    phase: SavepointPhase | None = None
+    path: str | None = None  # status.path (where it is)
+    import_path: str | None = None  # spec.path (the user imports an existing savepoint)
+    batch_id: int | None = None
+    time: str | None = None
+    created_at: datetime | None = None
+    operator_made: bool = False
+
+    @property
+    def done(self) -> bool:
+        """Finished, one way or the other."""
         return self.phase in ("Succeeded", "Failed")
 
 
@@ -38,6 +62,11 @@ class Observation:
     """Everything the planner may look at besides spec and status."""
 
     drivers: tuple[DriverPod, ...] = ()
+    savepoints: tuple[SavepointResource, ...] = ()
+
+    def savepoint(self, name: str) -> SavepointResource | None:
+        """A StreamingSavepoint of the app by name."""
+        return next((item for item in self.savepoints if item.name == name), None)
 
     def driver(self, run: int, attempt: int) -> DriverPod | None:
         """The pod of one attempt, if it exists."""

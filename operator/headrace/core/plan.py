@@ -20,6 +20,7 @@ class EnsureDriver:
     spec: StreamingAppSpec
     checkpoint_dir: str
     restore_from: str | None = None
+    allow_repartition: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,53 @@ class RescaleInPlace:
     executors: int
 
 
-Action = EnsureDriver | DeletePod | RescaleInPlace
+@dataclass(frozen=True)
+class CreateSavepointResource:
+    """Create the StreamingSavepoint that records a savepoint the operator takes."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TakeSavepoint:
+    """Ask the running driver for a savepoint at `path` (and to stop after it, when `stop`);
+    the outcome is written to the StreamingSavepoint `name`."""
+
+    name: str
+    pod: str
+    address: str | None
+    path: str
+    reason: str
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class SetSavepointStatus:
+    """Record a savepoint's outcome without asking a driver (imports, interrupted attempts)."""
+
+    name: str
+    phase: Literal["Succeeded", "Failed"]
+    path: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class DeleteSavepointResource:
+    """Delete a StreamingSavepoint record (retention)."""
+
+    name: str
+
+
+Action = (
+    EnsureDriver
+    | DeletePod
+    | RescaleInPlace
+    | CreateSavepointResource
+    | TakeSavepoint
+    | SetSavepointStatus
+    | DeleteSavepointResource
+)
 
 
 @dataclass(frozen=True)

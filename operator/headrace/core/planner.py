@@ -1,17 +1,21 @@
 """The planner: `decide(app, observation, now) -> Plan`, the one place where the operator chooses.
 
-State machine of one app (phase in capitals; `pending` is status.pendingOperation, the write-ahead
-log a restarted operator resumes from):
+State machine of one app (phases in capitals; `pending` is status.pendingOperation, the
+write-ahead log a restarted operator resumes from):
 
-    (new) --start r1/a1--> DEPLOYING --pod Running--> RUNNING --spec change--> UPGRADING
-                              |                          |  \\--scale--> (in place, stays RUNNING)
-                              |  pending=StartDriver      |
-                              v                          v pod Failed / lost / deleted / stuck
-                        (fence: other drivers     RESTARTING (pending=Restart, nextRetryAt)
-                         deleted and gone first)         |  backoff elapsed --> start a(n+1)
-                                                         v  too many failures in the window
-                                                       FAILED --spec change--> start a(n+1)
-    bounded job exits 0 --> COMPLETED
+    (new) --start r1/a1--> DEPLOYING --pod Running--> RUNNING ---------------------------+
+                              |  pending=StartDriver   |  |  | spec change:               |
+                              v                        |  |  |  scale: in place (RUNNING) |
+                      (fence: other drivers gone       |  |  |  last-state: a(n+1), UPGRADING
+                       before the pod is created)      |  |  |  stateless: r(n+1), UPGRADING
+                                                       |  |  |  savepoint: stop-with-savepoint,
+         pod Failed / lost / deleted / exited          |  |  |     then r(n+1) restored from it
+    RESTARTING <---------------------------------------+  |  +--> SAVEPOINTING (nonce, periodic,
+     | backoff elapsed: a(n+1), same checkpoint           |       StreamingSavepoint) --> RUNNING
+     | too many failures in the window --> FAILED         | job.state suspended:
+     | upgrade never stable + rollback --> ROLLEDBACK     |   stop-with-savepoint --> SUSPENDED
+                                                          |   --resume--> r(n+1) from it
+    FAILED --spec change--> a(n+1)        bounded job exits 0 --> COMPLETED
 
 A new attempt is only created once no other driver pod of the app exists (the operator is the
 fence: Spark detects two drivers on one checkpoint only after the fact).
@@ -20,155 +24,63 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
 from datetime import datetime
 
-from pydantic import ValidationError
-
 from headrace.api import names
-from headrace.api.models import (
-    ChangeKind,
-    PendingOperation,
-    Phase,
-    RunStatus,
-    StreamingAppSpec,
-    StreamingAppStatus,
-)
+from headrace.api.models import ChangeKind, PendingOperation, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_RESTORE_INCOMPATIBLE
+from headrace.core import savepoints
+from headrace.core.attempts import START_DRIVER, continue_start, fence_strays, start_attempt
+from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.changes import classify_change, restart_requested
-from headrace.core.conditions import ConditionStatus, set_condition
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, Observation
-from headrace.core.plan import Action, DeletePod, EnsureDriver, Event, Plan, RescaleInPlace
+from headrace.core.plan import DeletePod, Plan, RescaleInPlace
 from headrace.core.restarts import healthy_reset, record_failure
 from headrace.core.timefmt import format_time, parse_time
-from headrace.core.validation import Problem, validate_spec
+from headrace.core.validation import validate_spec
 
-START_DRIVER = "StartDriver"
+__all__ = ["AppView", "decide", "parse_spec_json", "spec_hash", "spec_json"]
+
 RESTART = "Restart"
-FENCE_POLL_SECONDS = 1.0
 PENDING_POLL_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class AppView:
-    """The app as the planner sees it: identity, the parsed spec (or why it does not parse), status."""
-
-    name: str
-    namespace: str
-    generation: int
-    spec: StreamingAppSpec | None
-    status: StreamingAppStatus
-    parse_problems: tuple[Problem, ...] = ()
-
-
-def spec_hash(spec: StreamingAppSpec) -> str:
-    """A short stable hash of a spec (labels and status use it to tell attempts' specs apart)."""
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-
-def spec_json(spec: StreamingAppSpec) -> str:
-    """The canonical JSON stored in status.lastReconciledSpec and lastStableSpec."""
-    return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-
-def parse_spec_json(text: str | None) -> StreamingAppSpec | None:
-    """A spec stored in status, or None if absent or unreadable (e.g. written by an older version)."""
-    if not text:
-        return None
-    try:
-        return StreamingAppSpec.model_validate_json(text)
-    except ValidationError:
-        return None
-
-
-@dataclass
-class _Builder:
-    """Accumulates the new status, actions and events of one decision."""
-
-    app: AppView
-    now: datetime
-    status: StreamingAppStatus
-    actions: list[Action] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None
-    error_reported: bool = False
-
-    def report_error(self, reason: str, message: str) -> None:
-        """Why the user's spec is not applied: status.error, the Degraded condition, an event once."""
-        if self.app.status.error != message:
-            self.event(reason, message, warning=True)
-        self.status.error = message
-        self.error_reported = True
-        self.condition("Degraded", "True", reason, message)
-
-    def condition(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> None:
-        self.status.conditions = set_condition(
-            self.status.conditions,
-            type_=type_,
-            status=status,
-            reason=reason,
-            message=message,
-            generation=self.app.generation,
-            now=self.now,
-        )
-
-    def phase(self, phase: Phase, message: str, *, warning: bool = False) -> None:
-        if self.status.phase != phase:
-            self.events.append(Event("Warning" if warning else "Normal", phase, message))
-        self.status.phase = phase
-
-    def event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        self.events.append(Event("Warning" if warning else "Normal", reason, message))
-
-    def requeue(self, seconds: float) -> None:
-        seconds = max(seconds, 0.0)
-        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
-
-    def plan(self) -> Plan:
-        if not self.error_reported and self.app.status.error is not None:
-            self.status.error = None
-            self.event("SpecAccepted", "the spec is applied")
-        return Plan(
-            status=self.status,
-            actions=tuple(self.actions),
-            events=tuple(self.events),
-            requeue_after=self.requeue_after,
-        )
+RESTORE_POLL_SECONDS = 10.0
 
 
 def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     """Everything the operator should do for one app now."""
-    builder = _Builder(app=app, now=now, status=app.status.model_copy(deep=True))
+    builder = Builder(app=app, now=now, status=app.status.model_copy(deep=True))
     builder.status.observedGeneration = app.generation
     spec = _effective_spec(builder)
     if spec is None:
         return builder.plan()
     builder.status.selector = names.executor_selector(app.name)
+    savepoints.imports(builder, observation)
+    savepoints.retention(builder, spec, observation)
     run = builder.status.run
     if run is None:
-        started = _start_attempt(builder, spec, run=1, attempt=1, restore_from=_restore_path(spec), why="Deploying")
-        _continue_start(builder, observation, started)
+        _first_run(builder, spec, observation)
         return builder.plan()
+    pod = observation.driver(run.number, run.attempt)
     pending = builder.status.pendingOperation
     if pending is not None and pending.kind == START_DRIVER:
-        _continue_start(builder, observation, run)
+        continue_start(builder, observation, run)
     elif pending is not None and pending.kind == RESTART:
         _continue_restart(builder, spec, observation, run)
-        return builder.plan()
-    if builder.status.pendingOperation is None:
-        _fence_strays(builder, observation, run)
-        _evaluate_driver(builder, spec, observation.driver(run.number, run.attempt))
+    elif pending is not None and pending.kind in savepoints.OPERATIONS:
+        savepoints.continue_operation(builder, spec, observation, pod)
+    elif builder.status.phase == "Suspended":
+        _while_suspended(builder, spec, observation)
+    if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
+        fence_strays(builder, observation, run)
+        _evaluate_driver(builder, spec, observation, pod)
     return builder.plan()
 
 
 # ------------------------------------------------------------------------------ spec handling --
 
 
-def _effective_spec(builder: _Builder) -> StreamingAppSpec | None:
+def _effective_spec(builder: Builder) -> StreamingAppSpec | None:
     """The spec to run: the user's when valid, else the last reconciled one (an invalid update keeps
     the running driver untouched). Records the problems in status, a condition and an event."""
     app = builder.app
@@ -184,70 +96,26 @@ def _effective_spec(builder: _Builder) -> StreamingAppSpec | None:
     return previous
 
 
-def _restore_path(spec: StreamingAppSpec) -> str | None:
-    return spec.restoreFrom.path if spec.restoreFrom is not None else None
-
-
-# ------------------------------------------------------------------------------------ attempts --
-
-
-def _start_attempt(
-    builder: _Builder,
-    spec: StreamingAppSpec,
-    *,
-    run: int,
-    attempt: int,
-    restore_from: str | None,
-    why: Phase,
-) -> RunStatus:
-    """Record the intent to run a new attempt; the driver is created once the fence is clear."""
-    app = builder.app
-    checkpoint_dir = names.run_checkpoint_dir(spec.state.checkpointDir, app.namespace, app.name, run)
-    builder.status.run = RunStatus(
-        number=run,
-        attempt=attempt,
-        checkpointDir=checkpoint_dir,
-        driverPod=names.driver_pod(app.name, run, attempt),
-        specHash=spec_hash(spec),
-        restoredFrom=restore_from,
-    )
-    builder.status.pendingOperation = PendingOperation(
-        kind=START_DRIVER, step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
-    )
-    builder.status.lastReconciledSpec = spec_json(spec)
-    builder.status.executors = spec.executor.instances
-    builder.status.restarts.nextRetryAt = None
-    builder.phase(why, f"starting driver {builder.status.run.driverPod} (run {run}, attempt {attempt})")
-    builder.condition("Ready", "False", "DriverStarting", f"driver {builder.status.run.driverPod} is starting")
-    builder.condition("Progressing", "True", why, f"run {run}, attempt {attempt}")
-    builder.requeue(0)
-    return builder.status.run
-
-
-def _continue_start(builder: _Builder, observation: Observation, run: RunStatus) -> None:
-    """Create the driver of the pending attempt once every other driver pod is gone."""
-    others = observation.others(run.number, run.attempt)
-    if others:
-        _delete_pods(builder, others, "replaced by a new attempt")
-        builder.requeue(FENCE_POLL_SECONDS)
+def _first_run(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
+    if spec.job.state == "suspended":
+        builder.phase("Suspended", "created suspended: nothing runs until job.state is running")
+        builder.condition("Ready", "False", "Suspended", "")
         return
-    spec = parse_spec_json(builder.status.lastReconciledSpec)
-    if observation.driver(run.number, run.attempt) is None and spec is not None:
-        builder.actions.append(
-            EnsureDriver(
-                run=run.number,
-                attempt=run.attempt,
-                spec=spec,
-                checkpoint_dir=run.checkpointDir,
-                restore_from=run.restoredFrom,
-            )
-        )
-        builder.requeue(PENDING_POLL_SECONDS)
+    restore, problem = savepoints.restore_source(spec, observation)
+    if problem is not None:
+        builder.report_error("RestoreSourceMissing", f"{problem}; waiting (never starting with empty state instead)")
+        builder.phase("Deploying", "waiting for the savepoint to restore")
+        builder.requeue(RESTORE_POLL_SECONDS)
         return
-    builder.status.pendingOperation = None
+    start_attempt(builder, spec, observation, run=1, attempt=1, restore_from=restore, why="Deploying")
 
 
-def _continue_restart(builder: _Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:
+def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
+    if spec.job.state == "running":
+        savepoints.resume(builder, spec, observation)
+
+
+def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:
     """Wait out the backoff, then start the next attempt of the same run (same checkpoint)."""
     retry_at = builder.status.restarts.nextRetryAt
     if retry_at is not None and builder.now < parse_time(retry_at):
@@ -255,10 +123,18 @@ def _continue_restart(builder: _Builder, spec: StreamingAppSpec, observation: Ob
         return
     running_spec = parse_spec_json(builder.status.lastReconciledSpec) or spec
     chosen = spec if spec.upgradeMode == "last-state" and _upgradable(running_spec, spec) else running_spec
-    started = _start_attempt(
-        builder, chosen, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom, why="Restarting"
+    rollback = builder.status.pendingOperation.detail.get("rollback") if builder.status.pendingOperation else None
+    if rollback:
+        chosen = parse_spec_json(rollback) or chosen
+    start_attempt(
+        builder,
+        chosen,
+        observation,
+        run=run.number,
+        attempt=run.attempt + 1,
+        restore_from=run.restoredFrom,
+        why="RolledBack" if rollback else "Restarting",
     )
-    _continue_start(builder, observation, started)
 
 
 def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
@@ -266,35 +142,24 @@ def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
     return kind is not None and kind <= ChangeKind.UPGRADE
 
 
-def _delete_pods(builder: _Builder, pods: tuple[DriverPod, ...], reason: str) -> None:
-    for pod in pods:
-        if not pod.deleting:
-            builder.actions.append(DeletePod(name=pod.name, reason=reason))
-
-
-def _fence_strays(builder: _Builder, observation: Observation, run: RunStatus) -> None:
-    """Driver pods of other attempts that are still alive must go (e.g. left by a crashed operator)."""
-    strays = tuple(pod for pod in observation.others(run.number, run.attempt) if not pod.terminated)
-    if strays:
-        _delete_pods(builder, strays, "not the current attempt")
-        builder.event("StrayDriverDeleted", ", ".join(pod.name for pod in strays), warning=True)
-
-
 # ------------------------------------------------------------------------------- driver state --
 
 
-def _evaluate_driver(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod | None) -> None:
+def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None) -> None:
     run = builder.status.run
     assert run is not None
+    if spec.job.state == "suspended" and (pod is None or pod.phase != "Running"):
+        savepoints.suspend_without_driver(builder, pod)
+        return
     if builder.status.phase in ("Failed", "Completed") and (pod is None or pod.terminated):
-        _maybe_leave_terminal_phase(builder, spec, run)
+        _maybe_leave_terminal_phase(builder, spec, observation, run)
         return
     if pod is None:
         _failure(builder, spec, None, "DriverLost", f"driver pod {run.driverPod} disappeared")
     elif pod.deleting:
         _failure(builder, spec, pod, "DriverDeleted", f"driver pod {pod.name} is being deleted")
     elif pod.phase == "Running":
-        _running(builder, spec, pod)
+        _running(builder, spec, observation, pod)
     elif pod.phase == "Succeeded":
         _succeeded(builder, spec, pod)
     elif pod.phase == "Failed":
@@ -304,23 +169,26 @@ def _evaluate_driver(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod |
         builder.requeue(PENDING_POLL_SECONDS)
 
 
-def _running(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
     run = builder.status.run
     assert run is not None
     since = pod.running_since or builder.now
     run.startedAt = format_time(since)
-    builder.phase("Running", f"driver {pod.name} is running (run {run.number}, attempt {run.attempt})")
-    builder.condition("Ready", "True", "DriverRunning", f"driver {pod.name} is running")
-    builder.condition("Progressing", "False", "Stable", "")
+    rolled_back = builder.status.failedSpecHash is not None and builder.status.failedSpecHash == spec_hash(spec)
+    if rolled_back and builder.status.phase == "RolledBack":
+        builder.condition("Ready", "True", "DriverRunning", f"driver {pod.name} runs the last stable spec")
+    else:
+        builder.phase("Running", f"driver {pod.name} is running (run {run.number}, attempt {run.attempt})")
+        builder.condition("Ready", "True", "DriverRunning", f"driver {pod.name} is running")
+        builder.condition("Progressing", "False", "Stable", "")
     restarts = healthy_reset(builder.status.restarts, spec.restartPolicy, running_since=since, now=builder.now)
     builder.status.restarts = restarts
-    if builder.error_reported or (builder.app.status.error is not None and _still_refused(builder, spec)):
-        pass  # the Degraded condition says why the spec is not applied
-    elif restarts.consecutive == 0:
-        builder.condition("Degraded", "False", "Healthy", "")
-    else:
-        message = f"restarted {restarts.total} times; last failure: {restarts.lastFailureReason}"
-        builder.condition("Degraded", "True", "RecentRestarts", message)
+    if not builder.error_reported and builder.app.status.error is None:
+        if restarts.consecutive == 0:
+            builder.condition("Degraded", "False", "Healthy", "")
+        else:
+            message = f"restarted {restarts.total} times; last failure: {restarts.lastFailureReason}"
+            builder.condition("Degraded", "True", "RecentRestarts", message)
     stable_after = parse_duration(spec.rollback.stableAfter)
     if (builder.now - since).total_seconds() >= stable_after:
         builder.status.lastStableSpec = builder.status.lastReconciledSpec
@@ -328,16 +196,10 @@ def _running(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
         builder.requeue(stable_after - (builder.now - since).total_seconds())
     if restarts.consecutive:
         builder.requeue(parse_duration(spec.restartPolicy.healthyAfter))
-    _apply_spec_change(builder, spec, pod)
+    _apply_spec_change(builder, spec, observation, pod)
 
 
-def _still_refused(builder: _Builder, spec: StreamingAppSpec) -> bool:
-    """Whether the running spec still differs from the user's (a refusal will be reported again below)."""
-    running_spec = parse_spec_json(builder.status.lastReconciledSpec)
-    return running_spec is not None and classify_change(running_spec, spec) is not None
-
-
-def _succeeded(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+def _succeeded(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
     if spec.mode == "bounded" or spec.restartPolicy.type != "Always":
         builder.phase("Completed", f"driver {pod.name} finished")
         builder.condition("Ready", "False", "Completed", "the job finished")
@@ -346,23 +208,24 @@ def _succeeded(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> Non
     _failure(builder, spec, pod, "DriverExited", f"driver {pod.name} exited although the job is continuous")
 
 
-def _failed(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
     message = pod.message or f"driver {pod.name} failed with exit code {pod.exit_code}"
     if pod.exit_code == EXIT_RESTORE_INCOMPATIBLE:
-        _terminal_failure(builder, "RestoreIncompatible", message)
+        _terminal_failure(builder, pod.reason or "RestoreIncompatible", message)
         return
     _failure(builder, spec, pod, pod.reason or "DriverFailed", message)
 
 
-def _failure(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod | None, reason: str, message: str) -> None:
-    """Count a failure, then restart after the backoff, or give up."""
+def _failure(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, reason: str, message: str) -> None:
+    """Count a failure, then restart after the backoff (or roll back), or give up."""
     restarts, allowed = record_failure(
         builder.status.restarts, spec.restartPolicy, reason=reason, message=message, now=builder.now
     )
     builder.status.restarts = restarts
     if pod is not None and not pod.terminated and not pod.deleting:
         builder.actions.append(DeletePod(name=pod.name, reason=reason))
-    if not allowed:
+    rollback = _rollback_target(builder, spec)
+    if not allowed and rollback is None:
         limit = spec.restartPolicy.maxRestartsInWindow
         why = (
             "restartPolicy is Never"
@@ -372,8 +235,18 @@ def _failure(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod | None, r
         _terminal_failure(builder, reason, f"{message}; not restarting: {why}")
         return
     delay = (parse_time(restarts.nextRetryAt or format_time(builder.now)) - builder.now).total_seconds()
+    detail = {"reason": reason}
+    if rollback is not None:
+        detail["rollback"] = rollback
+        builder.status.failedSpecHash = builder.status.run.specHash if builder.status.run else None
+        builder.status.restarts.nextRetryAt = builder.status.restarts.nextRetryAt or format_time(builder.now)
+        builder.event(
+            "RollingBack",
+            "the upgraded spec failed before it became stable: back to the last stable spec",
+            warning=True,
+        )
     builder.status.pendingOperation = PendingOperation(
-        kind=RESTART, step="Backoff", startedAt=format_time(builder.now), detail={"reason": reason}
+        kind=RESTART, step="Backoff", startedAt=format_time(builder.now), detail=detail
     )
     builder.event("DriverFailed", f"{message}; restarting from the latest checkpoint in {delay:g}s", warning=True)
     builder.phase("Restarting", f"restarting after {reason}", warning=True)
@@ -383,7 +256,17 @@ def _failure(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod | None, r
     builder.requeue(delay)
 
 
-def _terminal_failure(builder: _Builder, reason: str, message: str) -> None:
+def _rollback_target(builder: Builder, spec: StreamingAppSpec) -> str | None:
+    """The last stable spec (JSON) to return to, when rollback is on and the running spec never became stable."""
+    status = builder.status
+    if not spec.rollback.enabled or status.lastStableSpec is None:
+        return None
+    if status.lastStableSpec == status.lastReconciledSpec:
+        return None
+    return status.lastStableSpec
+
+
+def _terminal_failure(builder: Builder, reason: str, message: str) -> None:
     builder.status.pendingOperation = None
     builder.status.restarts.nextRetryAt = None
     builder.event(reason, message, warning=True)
@@ -393,64 +276,110 @@ def _terminal_failure(builder: _Builder, reason: str, message: str) -> None:
     builder.condition("Degraded", "True", reason, message)
 
 
-def _maybe_leave_terminal_phase(builder: _Builder, spec: StreamingAppSpec, run: RunStatus) -> None:
+def _maybe_leave_terminal_phase(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus
+) -> None:
     """A Failed or Completed app starts again when the user changes the spec (or bumps restartNonce)."""
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if running_spec is not None and classify_change(running_spec, spec) is None:
         return
     builder.status.restarts = builder.status.restarts.model_copy(update={"consecutive": 0, "failureTimes": []})
+    builder.status.failedSpecHash = None
     builder.event("SpecChanged", "the spec changed: starting a new attempt")
-    _start_attempt(
-        builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom, why="Upgrading"
+    start_attempt(
+        builder,
+        spec,
+        observation,
+        run=run.number,
+        attempt=run.attempt + 1,
+        restore_from=run.restoredFrom,
+        why="Upgrading",
     )
 
 
 # ------------------------------------------------------------------------------- spec changes --
 
 
-def _apply_spec_change(builder: _Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
     """Apply a change of a valid spec to a running driver according to its kind and upgradeMode."""
     run = builder.status.run
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if run is None or running_spec is None:
         return
     kind = classify_change(running_spec, spec)
-    if kind is None:
-        return
-    if restart_requested(running_spec, spec) and kind <= ChangeKind.SCALE:
-        builder.event("RestartRequested", "restartNonce changed: restarting from the latest checkpoint")
-        _start_attempt(
-            builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom, why="Restarting"
+    if builder.status.failedSpecHash is not None and builder.status.failedSpecHash == spec_hash(spec):
+        builder.report_error(
+            "UpgradeNotRetried",
+            "this spec failed to upgrade (or was rolled back); the driver runs the previous spec. Change the spec to "
+            "try again",
         )
         return
-    if kind == ChangeKind.IGNORE:
-        builder.status.lastReconciledSpec = spec_json(spec)
+    if spec.job.state == "suspended":
+        savepoints.begin(builder, spec, pod, kind=savepoints.SUSPEND, reason="suspend")
+        return
+    if kind is not None and kind >= ChangeKind.UPGRADE:
+        _upgrade(builder, spec, observation, kind=kind, run=run, pod=pod)
+        return
+    wanted = savepoints.requested(builder, spec, observation)
+    if kind is None and wanted is None:
+        return
+    builder.status.failedSpecHash = None
+    if kind is not None and restart_requested(running_spec, spec):
+        builder.event("RestartRequested", "restartNonce changed: restarting from the latest checkpoint")
+        start_attempt(
+            builder,
+            spec,
+            observation,
+            run=run.number,
+            attempt=run.attempt + 1,
+            restore_from=run.restoredFrom,
+            why="Restarting",
+        )
         return
     if kind == ChangeKind.SCALE:
         builder.actions.append(RescaleInPlace(pod=pod.name, address=pod.ip, executors=spec.executor.instances))
         builder.event(
-            "Rescaling", f"executors {running_spec.executor.instances} -> {spec.executor.instances}, in place"
+            "RescalingInPlace", f"executors {running_spec.executor.instances} -> {spec.executor.instances}, no restart"
         )
-        builder.status.lastReconciledSpec = spec_json(spec)
         builder.status.executors = spec.executor.instances
-        return
-    _upgrade(builder, spec, kind, run)
+    builder.status.lastReconciledSpec = spec_json(spec)
+    if wanted is not None and spec.state.savepointDir:
+        reason, name = wanted
+        savepoints.begin(builder, spec, pod, kind=savepoints.SAVEPOINT, reason=reason, name=name)
 
 
-def _upgrade(builder: _Builder, spec: StreamingAppSpec, kind: ChangeKind, run: RunStatus) -> None:
+def _upgrade(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    *,
+    kind: ChangeKind,
+    run: RunStatus,
+    pod: DriverPod,
+) -> None:
     mode = spec.upgradeMode
-    if mode == "savepoint" or (kind == ChangeKind.REDEPLOY and mode == "last-state"):
-        message = (
-            f"this change needs a savepoint upgrade (upgradeMode {mode}); savepoint upgrades are not available in "
-            "this version: revert the change or use upgradeMode stateless to start over with empty state"
+    if kind == ChangeKind.REDEPLOY and mode == "last-state":
+        builder.report_error(
+            "UpgradeRefused",
+            "state.partitions and state.backend are pinned by the checkpoint: with upgradeMode last-state they cannot "
+            "change; use upgradeMode savepoint (repartitioned through a savepoint) or stateless (empty state)",
         )
-        builder.report_error("UpgradeRefused", message)
+        return
+    if mode == "savepoint":
+        builder.event("SavepointUpgrade", "stopping with a savepoint, then starting a new run restored from it")
+        savepoints.begin(builder, spec, pod, kind=savepoints.UPGRADE, reason="upgrade")
         return
     if mode == "stateless":
         builder.event("StatelessUpgrade", f"starting run {run.number + 1} with empty state (upgradeMode stateless)")
-        _start_attempt(builder, spec, run=run.number + 1, attempt=1, restore_from=None, why="Upgrading")
+        start_attempt(builder, spec, observation, run=run.number + 1, attempt=1, restore_from=None, why="Upgrading")
         return
     builder.event("LastStateUpgrade", f"new driver on the checkpoint of run {run.number} (upgradeMode last-state)")
-    _start_attempt(
-        builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom, why="Upgrading"
+    start_attempt(
+        builder,
+        spec,
+        observation,
+        run=run.number,
+        attempt=run.attempt + 1,
+        restore_from=run.restoredFrom,
+        why="Upgrading",
     )

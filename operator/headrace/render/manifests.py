@@ -36,6 +36,7 @@ class Attempt:
     spec_hash: str
     checkpoint_dir: str
     restore_from: str | None = None
+    allow_repartition: bool = False
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:
@@ -179,8 +180,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         ).rstrip("/")
     if attempt.restore_from:
         plain[contract.ENV_RESTORE_FROM] = attempt.restore_from
-        allow = spec.restoreFrom is not None and spec.restoreFrom.allowRepartition
-        plain[contract.ENV_ALLOW_REPARTITION] = "true" if allow else "false"
+        plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

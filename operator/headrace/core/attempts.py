@@ -1,0 +1,103 @@
+"""Starting attempts and runs, and the fence: never two driver pods of one app alive at once.
+
+Never: I/O or the clock.
+"""
+
+from __future__ import annotations
+
+from headrace.api import names
+from headrace.api.models import PendingOperation, Phase, RunStatus, StreamingAppSpec
+from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
+from headrace.core.observation import DriverPod, Observation
+from headrace.core.plan import DeletePod, EnsureDriver
+from headrace.core.timefmt import format_time
+
+START_DRIVER = "StartDriver"
+FENCE_POLL_SECONDS = 1.0
+PENDING_POLL_SECONDS = 5.0
+
+
+def start_attempt(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    *,
+    run: int,
+    attempt: int,
+    restore_from: str | None,
+    why: Phase,
+) -> RunStatus:
+    """Record the intent to run an attempt (status is written before any action), then go on."""
+    app = builder.app
+    checkpoint_dir = names.run_checkpoint_dir(spec.state.checkpointDir, app.namespace, app.name, run)
+    started = RunStatus(
+        number=run,
+        attempt=attempt,
+        checkpointDir=checkpoint_dir,
+        driverPod=names.driver_pod(app.name, run, attempt),
+        specHash=spec_hash(spec),
+        restoredFrom=restore_from,
+    )
+    builder.status.run = started
+    builder.status.pendingOperation = PendingOperation(
+        kind=START_DRIVER, step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
+    )
+    builder.status.lastReconciledSpec = spec_json(spec)
+    builder.status.executors = spec.executor.instances
+    builder.status.restarts.nextRetryAt = None
+    restored = f", restoring {restore_from}" if restore_from and attempt == 1 else ""
+    builder.phase(why, f"starting driver {started.driverPod} (run {run}, attempt {attempt}{restored})")
+    builder.condition("Ready", "False", "DriverStarting", f"driver {started.driverPod} is starting")
+    builder.condition("Progressing", "True", why, f"run {run}, attempt {attempt}")
+    builder.requeue(0)
+    continue_start(builder, observation, started)
+    return started
+
+
+def continue_start(builder: Builder, observation: Observation, run: RunStatus) -> None:
+    """Create the driver of the pending attempt once every other driver pod is gone."""
+    others = observation.others(run.number, run.attempt)
+    if others:
+        delete_pods(builder, others, "replaced by a new attempt")
+        builder.requeue(FENCE_POLL_SECONDS)
+        return
+    spec = parse_spec_json(builder.status.lastReconciledSpec)
+    if observation.driver(run.number, run.attempt) is None and spec is not None:
+        builder.actions.append(
+            EnsureDriver(
+                run=run.number,
+                attempt=run.attempt,
+                spec=spec,
+                checkpoint_dir=run.checkpointDir,
+                restore_from=run.restoredFrom,
+                allow_repartition=_may_repartition(spec, run),
+            )
+        )
+        builder.requeue(PENDING_POLL_SECONDS)
+        return
+    builder.status.pendingOperation = None
+
+
+def _may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:
+    """Run 1 restores the user's restoreFrom (repartitioned only if allowed); later runs restore savepoints the
+    operator took for an upgrade, whose partition change the user asked for by editing the spec."""
+    if run.restoredFrom is None:
+        return False
+    if run.number == 1:
+        return spec.restoreFrom is not None and spec.restoreFrom.allowRepartition
+    return True
+
+
+def delete_pods(builder: Builder, pods: tuple[DriverPod, ...], reason: str) -> None:
+    """Delete pods that are not already being deleted."""
+    for pod in pods:
+        if not pod.deleting:
+            builder.actions.append(DeletePod(name=pod.name, reason=reason))
+
+
+def fence_strays(builder: Builder, observation: Observation, run: RunStatus) -> None:
+    """Driver pods of other attempts that are still alive must go (e.g. left by a crashed operator)."""
+    strays = tuple(pod for pod in observation.others(run.number, run.attempt) if not pod.terminated)
+    if strays:
+        delete_pods(builder, strays, "not the current attempt")
+        builder.event("StrayDriverDeleted", ", ".join(pod.name for pod in strays), warning=True)

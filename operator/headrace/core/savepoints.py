@@ -1,0 +1,257 @@
+"""Operations that go through a savepoint: take one while running, savepoint upgrade, suspend.
+
+Each is a pending operation in status (the write-ahead log) whose outcome is recorded on its
+StreamingSavepoint resource:
+
+    begin: pending={kind, savepoint name}  +  CreateSavepointResource  +  TakeSavepoint(stop?)
+    ssp InProgress seen by a later decision  ->  the operator died during the call: settle it
+        (the driver's termination message names the savepoint if it stopped with one; else Failed)
+    ssp Succeeded -> Savepoint: done | Upgrade: new run restored from it | Suspend: driver removed
+    ssp Failed    -> Savepoint: done, the previous savepoint stays | Upgrade/Suspend: refused, the
+                     old driver keeps running, and this spec is not retried until it changes
+
+Also: importing user-made savepoints, savepoints users request by creating a StreamingSavepoint,
+the trigger nonce, periodic savepoints, retention, and where a new run restores from.
+Never: I/O or the clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from headrace.api import names
+from headrace.api.models import PendingOperation, SavepointRef, StreamingAppSpec
+from headrace.core.attempts import start_attempt
+from headrace.core.builder import Builder, parse_spec_json, spec_hash
+from headrace.core.durations import parse_duration
+from headrace.core.observation import DriverPod, Observation, SavepointResource
+from headrace.core.plan import (
+    CreateSavepointResource,
+    DeletePod,
+    DeleteSavepointResource,
+    SetSavepointStatus,
+    TakeSavepoint,
+)
+from headrace.core.timefmt import format_time, parse_time
+
+SAVEPOINT = "Savepoint"
+UPGRADE = "Upgrade"
+SUSPEND = "Suspend"
+OPERATIONS = (SAVEPOINT, UPGRADE, SUSPEND)
+INTERRUPTED = "interrupted: the operator restarted while the savepoint was being taken"
+
+
+def savepoint_name(app: str, reason: str, builder: Builder) -> str:
+    """A unique, readable name for a savepoint the operator takes (`<app>-<reason>-<yyyymmddhhmmss>`)."""
+    stamp = builder.now.strftime("%Y%m%d%H%M%S")
+    return f"{app}-{reason}-{stamp}"[:253]
+
+
+def begin(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    pod: DriverPod,
+    *,
+    kind: str,
+    reason: str,
+    name: str | None = None,
+) -> None:
+    """Start an operation that takes a savepoint of the running driver (stopping it for Upgrade/Suspend)."""
+    app = builder.app
+    name = name or savepoint_name(app.name, reason, builder)
+    builder.status.pendingOperation = PendingOperation(
+        kind=kind,
+        step="TakeSavepoint",
+        startedAt=format_time(builder.now),
+        detail={"savepoint": name, "reason": reason, "target": spec_hash(spec)},
+    )
+    _request(builder, spec, pod, name, reason, stop=kind != SAVEPOINT, create=True)
+    phase = {SAVEPOINT: "Savepointing", UPGRADE: "Upgrading", SUSPEND: "Savepointing"}[kind]
+    builder.phase(phase, f"taking savepoint {name} ({reason})")  # type: ignore[arg-type]
+    builder.condition("Progressing", "True", kind, f"savepoint {name}")
+
+
+def _request(
+    builder: Builder, spec: StreamingAppSpec, pod: DriverPod, name: str, reason: str, *, stop: bool, create: bool
+) -> None:
+    app = builder.app
+    path = names.savepoint_dir(spec.state.savepointDir or "", app.namespace, app.name, name)
+    if create:
+        builder.actions.append(CreateSavepointResource(name=name, reason=reason))
+    builder.actions.append(TakeSavepoint(name=name, pod=pod.name, address=pod.ip, path=path, reason=reason, stop=stop))
+    builder.requeue(0)
+
+
+def continue_operation(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None
+) -> None:
+    """One step of a pending Savepoint, Upgrade or Suspend."""
+    pending = builder.status.pendingOperation
+    assert pending is not None
+    name = pending.detail.get("savepoint", "")
+    reason = pending.detail.get("reason", "manual")
+    resource = observation.savepoint(name)
+    if resource is None or resource.phase in (None, "Pending"):
+        if pod is None or pod.phase != "Running":
+            _finish_failed(builder, spec, pod, name, "the driver is not running")
+            return
+        _request(builder, spec, pod, name, reason, stop=pending.kind != SAVEPOINT, create=resource is None)
+        return
+    if resource.phase == "InProgress":
+        stopped_with = pod.savepoint_path if pod is not None and pod.terminated else None
+        if stopped_with:
+            builder.actions.append(SetSavepointStatus(name=name, phase="Succeeded", path=stopped_with))
+        else:
+            builder.actions.append(SetSavepointStatus(name=name, phase="Failed", message=INTERRUPTED))
+        builder.requeue(0)
+        return
+    if resource.phase == "Succeeded":
+        _finish_succeeded(builder, spec, observation, pod, resource)
+    else:
+        _finish_failed(builder, spec, pod, name, "see the StreamingSavepoint's status")
+
+
+def _finish_succeeded(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None, done: SavepointResource
+) -> None:
+    pending = builder.status.pendingOperation
+    assert pending is not None
+    assert done.path is not None
+    builder.status.latestSavepoint = SavepointRef(name=done.name, path=done.path, batchId=done.batch_id, time=done.time)
+    builder.event("SavepointCompleted", f"savepoint {done.name} at {done.path}")
+    builder.status.pendingOperation = None
+    run = builder.status.run
+    assert run is not None
+    if pending.kind == UPGRADE:
+        builder.event("SavepointUpgrade", f"starting run {run.number + 1} from savepoint {done.name}")
+        start_attempt(
+            builder, spec, observation, run=run.number + 1, attempt=1, restore_from=done.path, why="Upgrading"
+        )
+    elif pending.kind == SUSPEND:
+        _suspended(builder, pod, done.path)
+    else:
+        builder.condition("Progressing", "False", "Stable", "")
+        builder.phase("Running", f"savepoint {done.name} completed")
+
+
+def _finish_failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, name: str, why: str) -> None:
+    pending = builder.status.pendingOperation
+    assert pending is not None
+    builder.status.pendingOperation = None
+    builder.event("SavepointFailed", f"savepoint {name} failed: {why}", warning=True)
+    builder.condition("Progressing", "False", "SavepointFailed", why)
+    if pending.kind in (UPGRADE, SUSPEND):
+        builder.status.failedSpecHash = pending.detail.get("target")
+        action = "upgrade" if pending.kind == UPGRADE else "suspend"
+        builder.report_error(
+            f"{pending.kind}Failed",
+            f"the {action} needs a savepoint and savepoint {name} failed ({why}); the previous driver keeps "
+            "running from its checkpoint. Change the spec (or bump restartNonce) to try again",
+        )
+    if pod is not None and pod.phase == "Running":
+        builder.phase("Running", "the driver keeps running")
+    builder.requeue(0)
+
+
+def _suspended(builder: Builder, pod: DriverPod | None, savepoint: str | None) -> None:
+    """The job is suspended: no driver; resuming restores `savepoint` (or the run's checkpoint)."""
+    if pod is not None and not pod.deleting:
+        builder.actions.append(DeletePod(name=pod.name, reason="suspended"))
+    builder.status.suspendedSavepoint = savepoint
+    builder.status.pendingOperation = None
+    where = f"savepoint {savepoint}" if savepoint else "the latest checkpoint of the current run"
+    builder.phase("Suspended", f"suspended; resuming restores {where}")
+    builder.condition("Ready", "False", "Suspended", f"resuming restores {where}")
+    builder.condition("Progressing", "False", "Suspended", "")
+
+
+def suspend_without_driver(builder: Builder, pod: DriverPod | None) -> None:
+    """Suspend while no driver runs (starting, restarting, failed): the checkpoint keeps the state."""
+    builder.event("SuspendedWithoutSavepoint", "no running driver to take a savepoint from; the checkpoint is kept")
+    _suspended(builder, pod if pod is not None and not pod.terminated else None, None)
+
+
+def resume(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
+    """Start again after a suspension: from the suspension's savepoint (new run) or the run's checkpoint."""
+    run = builder.status.run
+    assert run is not None
+    savepoint = builder.status.suspendedSavepoint
+    builder.status.suspendedSavepoint = None
+    builder.event("Resuming", f"resuming from {savepoint or 'the latest checkpoint'}")
+    if savepoint:
+        start_attempt(
+            builder, spec, observation, run=run.number + 1, attempt=1, restore_from=savepoint, why="Deploying"
+        )
+    else:
+        start_attempt(
+            builder,
+            spec,
+            observation,
+            run=run.number,
+            attempt=run.attempt + 1,
+            restore_from=run.restoredFrom,
+            why="Deploying",
+        )
+
+
+# ------------------------------------------------------------------------------ housekeeping --
+
+
+def requested(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> tuple[str, str | None] | None:
+    """A savepoint someone asked for now: (reason, name of a user-made StreamingSavepoint or None)."""
+    for resource in observation.savepoints:
+        if resource.phase is None and resource.import_path is None and not resource.operator_made:
+            return resource.reason, resource.name
+    running_spec = parse_spec_json(builder.status.lastReconciledSpec)
+    if running_spec is not None and running_spec.savepoints.triggerNonce != spec.savepoints.triggerNonce:
+        return "manual", None
+    if spec.savepoints.periodic and spec.state.savepointDir:
+        last = builder.status.latestSavepoint
+        since = parse_time(last.time) if last and last.time else _run_started(builder)
+        due = since + timedelta(seconds=parse_duration(spec.savepoints.periodic))
+        if builder.now >= due:
+            return "periodic", None
+        builder.requeue((due - builder.now).total_seconds())
+    return None
+
+
+def _run_started(builder: Builder) -> datetime:
+    run = builder.status.run
+    return parse_time(run.startedAt) if run is not None and run.startedAt else builder.now
+
+
+def imports(builder: Builder, observation: Observation) -> None:
+    """User-made StreamingSavepoints with a path are imports: they succeed as they are."""
+    for resource in observation.savepoints:
+        if resource.phase is None and resource.import_path is not None:
+            builder.actions.append(SetSavepointStatus(name=resource.name, phase="Succeeded", path=resource.import_path))
+
+
+def retention(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
+    """Keep the newest `savepoints.retain` operator-made savepoints; never the latest or a restore source."""
+    keep = {builder.status.latestSavepoint.name if builder.status.latestSavepoint else None}
+    if spec.restoreFrom is not None:
+        keep.add(spec.restoreFrom.savepoint)
+    made = sorted(
+        (item for item in observation.savepoints if item.operator_made and item.phase == "Succeeded"),
+        key=lambda item: item.time or "",
+        reverse=True,
+    )
+    for resource in made[spec.savepoints.retain :]:
+        if resource.name not in keep:
+            builder.actions.append(DeleteSavepointResource(name=resource.name))
+
+
+def restore_source(spec: StreamingAppSpec, observation: Observation) -> tuple[str | None, str | None]:
+    """Where the first run restores from: (path, None), or (None, why it cannot start yet)."""
+    if spec.restoreFrom is None:
+        return None, None
+    if spec.restoreFrom.path:
+        return spec.restoreFrom.path, None
+    name = spec.restoreFrom.savepoint or ""
+    resource = observation.savepoint(name)
+    if resource is None:
+        return None, f"spec.restoreFrom.savepoint: no StreamingSavepoint named {name!r} in this namespace"
+    if resource.phase != "Succeeded" or resource.path is None:
+        return None, f"spec.restoreFrom.savepoint: StreamingSavepoint {name!r} is {resource.phase or 'not taken yet'}"
+    return resource.path, None
