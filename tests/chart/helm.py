@@ -1,0 +1,67 @@
+"""Run the real helm (built from source by `headrace.testbed.build.ensure_helm`) on the chart."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from headrace.api.models import StreamingAppSpec
+from headrace.render.manifests import Attempt
+from headrace.testbed.build import ensure_helm
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "headrace"
+PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
+
+
+def helm(*args: str, values: dict[str, Any] | None = None, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """Run helm with optional values (written to a file in `workdir`); never raises on failure."""
+    command = [str(ensure_helm()), *args]
+    if values is not None:
+        values_file = workdir / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        command += ["--values", str(values_file)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def render(
+    workdir: Path,
+    values: dict[str, Any] | None = None,
+    *,
+    release: str = "headrace",
+    namespace: str = "headrace-system",
+    api_versions: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """`helm template` the chart (templates only, no CRDs) and return the manifests."""
+    extra = [arg for version in api_versions for arg in ("--api-versions", version)]
+    completed = helm("template", release, str(CHART), "--namespace", namespace, *extra, values=values, workdir=workdir)
+    assert completed.returncode == 0, completed.stderr
+    return [doc for doc in yaml.safe_load_all(completed.stdout) if doc]
+
+
+def by_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The manifests of one kind."""
+    return [manifest for manifest in manifests if manifest["kind"] == kind]
+
+
+def sample_attempt(namespace: str = "analytics") -> Attempt:
+    """An attempt of a typical app, to render what the operator creates for it."""
+    spec = StreamingAppSpec.model_validate(
+        {
+            "image": "localhost/headrace/spark:0.1.0",
+            "application": {"file": "local:///opt/headrace/apps/clicks/app.py"},
+            "state": {"checkpointDir": "s3a://bucket/checkpoints"},
+        }
+    )
+    return Attempt(
+        app="clicks",
+        namespace=namespace,
+        app_uid="0a0a0a0a-0000-0000-0000-000000000000",
+        run=1,
+        attempt=1,
+        spec=spec,
+        spec_hash="0123456789ab",
+        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
+    )

@@ -1,0 +1,148 @@
+"""The chart rendered by the real helm: lint, strict values schema, optional objects, settings, docs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from headrace.render import manifests
+from headrace.settings import OperatorSettings
+
+from .helm import CHART, PROMETHEUS_OPERATOR_API, by_kind, helm, render, sample_attempt
+
+WATCHED = {"watchNamespaces": ["analytics", "fraud"]}
+EVERYTHING = {
+    "metrics": {"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}, "dashboard": {"enabled": True}},
+    "argocd": {"healthChecks": {"enabled": True}},
+    "podDisruptionBudget": {"enabled": True},
+}
+
+
+@pytest.mark.parametrize("values", [None, WATCHED, {**WATCHED, "peering": {"enabled": True}, "replicaCount": 2}])
+def test_helm_lint_strict(values: dict[str, Any] | None, tmp_path: Path) -> None:
+    completed = helm("lint", "--strict", str(CHART), values=values, workdir=tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in completed.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"replicas": 2}, "'replicas' not allowed"),
+        ({"metrics": {"prot": 9090}}, "'prot' not allowed"),
+        ({"workers": "many"}, "/workers"),
+        ({"workers": 0}, "/workers"),
+        ({"metrics": {"port": 0}}, "/metrics/port"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+        ({"watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
+        ({"watchNamespaces": "analytics"}, "/watchNamespaces"),
+        ({"metrics": {"podMonitor": {"interval": "often"}}}, "/metrics/podMonitor/interval"),
+        ({"serviceAccount": {"create": "yes"}}, "/serviceAccount/create"),
+    ],
+)
+def test_schema_rejects_bad_values_naming_them(values: dict[str, Any], named: str, tmp_path: Path) -> None:
+    completed = helm("template", "headrace", str(CHART), values=values, workdir=tmp_path)
+    assert completed.returncode != 0
+    assert named in completed.stderr, completed.stderr
+
+
+def test_several_replicas_need_peering(tmp_path: Path) -> None:
+    completed = helm("template", "headrace", str(CHART), values={"replicaCount": 2}, workdir=tmp_path)
+    assert completed.returncode != 0
+    assert "replicaCount > 1 needs peering.enabled=true" in completed.stderr
+
+
+def test_default_values_agree_with_the_operator_settings(tmp_path: Path) -> None:
+    (deployment,) = by_kind(render(tmp_path), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    environ = {item["name"]: item["value"] for item in container["env"]}
+    assert OperatorSettings.from_environ(environ) == OperatorSettings()
+    watched = by_kind(render(tmp_path, WATCHED), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    settings = OperatorSettings.from_environ({item["name"]: item["value"] for item in watched["env"]})
+    assert settings.namespaces == ["analytics", "fraud"]
+
+
+def test_deployment_is_restricted_and_probed(tmp_path: Path) -> None:
+    (deployment,) = by_kind(render(tmp_path), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert ports == {"metrics": 8080, "health": 8081}
+
+
+def test_prometheus_monitors_only_where_the_api_is_served(tmp_path: Path) -> None:
+    without = render(tmp_path, EVERYTHING)
+    assert not by_kind(without, "ServiceMonitor")
+    assert not by_kind(without, "PodMonitor")
+    manifests = render(tmp_path, {**EVERYTHING, **WATCHED}, api_versions=(PROMETHEUS_OPERATOR_API,))
+    (service_monitor,) = by_kind(manifests, "ServiceMonitor")
+    (service,) = by_kind(manifests, "Service")
+    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service_monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    (pod_monitor,) = by_kind(manifests, "PodMonitor")
+    assert pod_monitor["spec"]["selector"]["matchLabels"]["headrace.dev/role"] == "driver"
+    assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert pod_monitor["spec"]["namespaceSelector"] == {"matchNames": ["analytics", "fraud"]}
+
+
+def test_pod_monitor_matches_a_rendered_driver_pod(tmp_path: Path) -> None:
+    pod = manifests.driver_pod(sample_attempt())
+    port_names = {port["name"] for container in pod["spec"]["containers"] for port in container.get("ports", [])}
+    (pod_monitor,) = by_kind(render(tmp_path, EVERYTHING, api_versions=(PROMETHEUS_OPERATOR_API,)), "PodMonitor")
+    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] in port_names
+
+
+def test_dashboard_and_argocd_configmaps_carry_the_files(tmp_path: Path) -> None:
+    config_maps = {item["metadata"]["name"]: item for item in by_kind(render(tmp_path, EVERYTHING), "ConfigMap")}
+    dashboard = config_maps["headrace-dashboard"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["headrace.json"]) == json.loads(
+        (CHART / "dashboards/headrace.json").read_text()
+    )
+    health = config_maps["headrace-argocd-health"]["data"]
+    for kind, script in (("StreamingApp", "streamingapp.lua"), ("StreamingSavepoint", "streamingsavepoint.lua")):
+        rendered = health[f"resource.customizations.health.headrace.dev_{kind}"]
+        assert rendered.strip() == (CHART / "argocd" / script).read_text().strip()
+
+
+def test_optional_objects_are_off_by_default(tmp_path: Path) -> None:
+    kinds = sorted({manifest["kind"] for manifest in render(tmp_path)})
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+
+
+def _documented_values(schema: dict[str, Any], values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Value paths down to free-form maps and lists (what the README documents), with their defaults."""
+    found = []
+    for key, sub in schema["properties"].items():
+        path = prefix + key
+        if sub.get("type") == "object" and sub.get("additionalProperties") is False:
+            found.extend(_documented_values(sub, values.get(key, {}), path + "."))
+        else:
+            found.append((path, values.get(key)))
+    return found
+
+
+def test_every_value_is_in_the_schema_and_documented_with_its_default() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    readme = (CHART / "README.md").read_text()
+    documented = _documented_values(schema, values)
+    for path, default in documented:
+        row = f"| `{path}` | `{json.dumps(default, separators=(', ', ': '))}` |"
+        assert row in readme, f"charts/headrace/README.md lacks the row for {path}: {row}"
+    leaves = {path for path, _ in documented}
+    assert set(values) <= {path.split(".")[0] for path in leaves}
