@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from headrace import cli_apps
 from headrace.api import crd
 
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     crds.add_argument("--output", action="append", help="directory (repeatable); default: crds/ and the chart's")
     crds.add_argument("--check", action="store_true", help="fail if the files differ from the models")
     crds.set_defaults(func=_crds)
+    cli_apps.add_commands(commands)
     dev = commands.add_parser("dev", help="local development cluster built from source")
     dev.add_argument("what", choices=["apiserver", "cluster"])
     dev.add_argument("rest", nargs=argparse.REMAINDER)

@@ -80,6 +80,39 @@ class KubeClient:
         items: list[dict[str, Any]] = result.get("items", [])
         return items
 
+    def patch_app_spec(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        """Merge-patch an app's spec (what a person does with kubectl edit)."""
+        self.custom.patch_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, {"spec": spec}, _preload_content=False
+        )
+
+    def scale_app(self, namespace: str, name: str, replicas: int) -> None:
+        """Set the executors through the scale subresource (as kubectl scale, HPA and KEDA do)."""
+        self.custom.patch_namespaced_custom_object_scale(
+            models.GROUP,
+            models.VERSION,
+            namespace,
+            models.APP_PLURAL,
+            name,
+            {"spec": {"replicas": replicas}},
+            _preload_content=False,
+        )
+
+    def get_savepoint(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """One StreamingSavepoint, or None."""
+        try:
+            return cast(
+                dict[str, Any],
+                _json(
+                    self.custom.get_namespaced_custom_object(
+                        models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, _preload_content=False
+                    )
+                ),
+            )
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+
     def replace_app_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """Write the whole status, guarded by the body's resourceVersion."""
         metadata = body["metadata"]

@@ -1,0 +1,155 @@
+"""The `headrace` commands for people: status, savepoint, suspend, resume, rescale (any kubeconfig).
+
+Owns: turning a command into the same Kubernetes API call a person would make with kubectl (spec
+patches, the scale subresource, a StreamingSavepoint), and printing the answer.
+Never: decides anything the operator decides; it only asks through the resources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from headrace.adapters.kube import KubeClient
+from headrace.api import models
+
+
+def _client(args: argparse.Namespace) -> KubeClient:
+    from kubernetes import client, config
+
+    if args.kubeconfig:
+        api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config(context=args.context)
+        api = client.ApiClient()
+    return KubeClient(api, component="headrace-cli")
+
+
+def _age(stamp: str | None, now: datetime) -> str:
+    if not stamp:
+        return "-"
+    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def status_rows(apps: list[dict[str, Any]], now: datetime) -> list[list[str]]:
+    """One row per app: namespace, name, phase, run/attempt, executors, last batch age, last savepoint age, problem."""
+    rows = []
+    for app in apps:
+        status = app.get("status") or {}
+        run = status.get("run") or {}
+        progress = status.get("progress") or {}
+        savepoint = status.get("latestSavepoint") or {}
+        rows.append(
+            [
+                app["metadata"]["namespace"],
+                app["metadata"]["name"],
+                status.get("phase") or "-",
+                f"r{run['number']}/a{run['attempt']}" if run else "-",
+                str(status.get("executors", "-")),
+                _age(progress.get("lastBatchTime"), now),
+                _age(savepoint.get("time"), now),
+                status.get("error") or (status.get("restarts") or {}).get("lastFailureReason") or "",
+            ]
+        )
+    return rows
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(row[index]) for row in [header, *rows]) for index in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """`headrace status [APP]`."""
+    kube = _client(args)
+    if args.app:
+        app = kube.get_app(args.namespace, args.app)
+        if app is None:
+            print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
+            return 1
+        apps = [app]
+    else:
+        apps = kube.list_apps(None if args.all_namespaces else args.namespace)
+    header = ["NAMESPACE", "NAME", "PHASE", "RUN", "EXECUTORS", "LAST BATCH", "LAST SAVEPOINT", "PROBLEM"]
+    _print_table(header, status_rows(apps, datetime.now(UTC)))
+    return 0
+
+
+def command_savepoint(args: argparse.Namespace) -> int:
+    """`headrace savepoint APP`: create a StreamingSavepoint and (by default) wait for its outcome."""
+    kube = _client(args)
+    name = args.name or f"{args.app}-manual-{datetime.now(UTC).strftime('%Y%m%d%H%M%S')}"
+    body = {
+        "apiVersion": models.API_VERSION,
+        "kind": models.SAVEPOINT_KIND,
+        "metadata": {"name": name, "namespace": args.namespace},
+        "spec": {"appName": args.app, "reason": "manual"},
+    }
+    kube.create_savepoint(args.namespace, body)
+    print(f"streamingsavepoint/{name} created")
+    if args.no_wait:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        status = (kube.get_savepoint(args.namespace, name) or {}).get("status") or {}
+        if status.get("phase") == "Succeeded":
+            print(f"savepoint {name}: {status.get('path')} (batch {status.get('batchId')})")
+            return 0
+        if status.get("phase") == "Failed":
+            print(f"savepoint {name} failed: {status.get('message')}", file=sys.stderr)
+            return 1
+        time.sleep(1)
+    print(f"savepoint {name} not finished after {args.timeout}s", file=sys.stderr)
+    return 1
+
+
+def command_job_state(args: argparse.Namespace) -> int:
+    """`headrace suspend APP` / `headrace resume APP`."""
+    state = "suspended" if args.command == "suspend" else "running"
+    _client(args).patch_app_spec(args.namespace, args.app, {"job": {"state": state}})
+    print(f"streamingapp/{args.app}: job.state={state}")
+    return 0
+
+
+def command_rescale(args: argparse.Namespace) -> int:
+    """`headrace rescale APP N`."""
+    _client(args).scale_app(args.namespace, args.app, args.executors)
+    print(f"streamingapp/{args.app} scaled to {args.executors} executors")
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    """Register the commands on the `headrace` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-n", "--namespace", default="default")
+    common.add_argument("--kubeconfig", default=None)
+    common.add_argument("--context", default=None)
+    status = commands.add_parser("status", parents=[common], help="phase, run, executors, last batch of apps")
+    status.add_argument("app", nargs="?")
+    status.add_argument("-A", "--all-namespaces", action="store_true")
+    status.set_defaults(func=command_status)
+    savepoint = commands.add_parser("savepoint", parents=[common], help="take a savepoint now")
+    savepoint.add_argument("app")
+    savepoint.add_argument("--name", default=None, help="name of the StreamingSavepoint")
+    savepoint.add_argument("--no-wait", action="store_true")
+    savepoint.add_argument("--timeout", type=float, default=600.0)
+    savepoint.set_defaults(func=command_savepoint)
+    for verb, text in (("suspend", "take a savepoint and remove the driver"), ("resume", "restore and run again")):
+        parser = commands.add_parser(verb, parents=[common], help=text)
+        parser.add_argument("app")
+        parser.set_defaults(func=command_job_state)
+    rescale = commands.add_parser("rescale", parents=[common], help="change the number of executors")
+    rescale.add_argument("app")
+    rescale.add_argument("executors", type=int)
+    rescale.set_defaults(func=command_rescale)

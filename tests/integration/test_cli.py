@@ -1,0 +1,52 @@
+"""The `headrace` command for people, against the real API server (what kubectl would do, by name)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from kubernetes import client
+from kubernetes.client import ApiClient
+
+from headrace.api import models
+from headrace.testbed.controlplane import ControlPlane
+from headrace.testbed.operator_process import OperatorProcess
+
+from .kube import app_manifest, create_app, driver_pods, get_app, set_pod_running, wait_for
+
+
+def headrace(plane: ControlPlane, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "headrace.cli", *args, "--kubeconfig", str(plane.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout
+
+
+def test_status_rescale_suspend_resume_savepoint(
+    control_plane: ControlPlane, operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    create_app(api, namespace, app_manifest("cli"))
+    pod = wait_for(lambda: driver_pods(api, namespace, "cli"), what="driver")[0]
+    set_pod_running(api, namespace, pod.metadata.name)
+    wait_for(lambda: get_app(api, namespace, "cli").get("status", {}).get("phase") == "Running")
+    table = headrace(control_plane, "status", "-n", namespace)
+    assert "cli" in table and "Running" in table and "r1/a1" in table
+
+    headrace(control_plane, "rescale", "cli", "3", "-n", namespace)
+    assert get_app(api, namespace, "cli")["spec"]["executor"]["instances"] == 3
+
+    headrace(control_plane, "suspend", "cli", "-n", namespace)
+    assert get_app(api, namespace, "cli")["spec"]["job"]["state"] == "suspended"
+    headrace(control_plane, "resume", "cli", "-n", namespace)
+    assert get_app(api, namespace, "cli")["spec"]["job"]["state"] == "running"
+
+    out = headrace(control_plane, "savepoint", "cli", "--name", "cli-before-migration", "--no-wait", "-n", namespace)
+    assert "cli-before-migration" in out
+    saved = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, "cli-before-migration"
+    )
+    assert saved["spec"] == {"appName": "cli", "reason": "manual"}
