@@ -286,8 +286,13 @@ def command_import(archives: Sequence[Path]) -> int:
     if state is None or not state.ready or not procs.pid_exists(state.supervisor_pid):
         print("error: the background cluster is not up (`up` first)", file=sys.stderr)
         return 1
-    for archive in archives:
-        print(import_image(NodeLayout(Path(state.workdir) / "node").containerd_socket, archive), end="")
+    socket = NodeLayout(Path(state.workdir) / "node").containerd_socket
+    try:
+        for archive in archives:
+            print(import_image(socket, archive), end="", flush=True)
+    except NodeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
