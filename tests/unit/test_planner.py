@@ -498,3 +498,32 @@ def test_rollback_to_last_stable_spec_when_upgrade_never_becomes_stable() -> Non
     assert running.status.phase == "RolledBack"
     assert not any(isinstance(action, TakeSavepoint | EnsureDriver) for action in running.actions)
     assert running.status.error is not None
+
+
+# ---------------------------------------------------------------------------------------- progress --
+
+from headrace.core.observation import DriverProgress  # noqa: E402
+
+
+def test_progress_is_summarised_into_status() -> None:
+    status = running_app()
+    progress = DriverProgress(last_batch_id=41, last_batch_time=later(3), input_rows_per_second=10.0, state_rows=5)
+    plan = step(status, Observation(drivers=(pod(),), progress=progress), later(4))
+    assert plan.status.progress is not None
+    assert (plan.status.progress.lastBatchId, plan.status.progress.lastBatchTime) == (41, "2026-11-21T12:00:03Z")
+    assert plan.requeue_after is not None and plan.requeue_after <= 30
+
+
+@pytest.mark.parametrize(("backlog", "stuck"), [(1200.0, True), (0.0, False), (None, False)])
+def test_no_progress_while_input_waits_counts_as_failure(backlog: float | None, stuck: bool) -> None:
+    watched = spec(restartPolicy={"progressTimeout": "5m", "backoff": {"initialSeconds": 2, "maxSeconds": 30}})
+    status = step(None, app_spec=watched).status
+    status = step(status, seen(pod()), later(1), app_spec=watched).status
+    progress = DriverProgress(last_batch_id=3, last_batch_time=later(10), source_backlog=backlog)
+    fresh = step(status, Observation(drivers=(pod(),), progress=progress), later(200), app_spec=watched)
+    assert fresh.status.phase == "Running"
+    late = step(status, Observation(drivers=(pod(),), progress=progress), later(400), app_spec=watched)
+    assert (late.status.phase == "Restarting") is stuck
+    if stuck:
+        assert late.status.restarts.lastFailureReason == "NoProgress"
+        assert DeletePod(name="clicks-r1-a1-driver", reason="NoProgress") in late.actions

@@ -191,6 +191,14 @@ class RestartPolicy(Model):
     healthyAfter: Annotated[
         Duration, Field(description="A driver running this long resets the backoff."), change(ChangeKind.IGNORE)
     ] = "2m"
+    progressTimeout: Annotated[
+        Duration | None,
+        Field(
+            description="A driver that commits no batch for this long while its sources report waiting input "
+            "(e.g. Kafka lag) counts as failed and is restarted."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = None
 
 
 class SavepointPolicy(Model):
@@ -391,6 +399,8 @@ class ProgressSummary(Model):
     processedRowsPerSecond: float | None = None
     watermark: str | None = None
     stateRows: int | None = None
+    sourceBacklog: float | None = Field(default=None, description="Input waiting in the sources (Kafka offsets).")
+    registeredExecutors: int | None = None
 
 
 class StreamingAppStatus(Model):

@@ -9,7 +9,14 @@ from pydantic import ValidationError
 
 from headrace.api import names
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
-from headrace.core.observation import DriverPod, Observation, PodPhase, SavepointPhase, SavepointResource
+from headrace.core.observation import (
+    DriverPod,
+    DriverProgress,
+    Observation,
+    PodPhase,
+    SavepointPhase,
+    SavepointResource,
+)
 from headrace.core.planner import AppView
 from headrace.core.timefmt import parse_time
 from headrace.core.validation import Problem
@@ -106,12 +113,41 @@ def savepoint_resource(body: dict[str, Any]) -> SavepointResource:
     )
 
 
-def observe(pods: list[dict[str, Any]], savepoints: list[dict[str, Any]] | None = None) -> Observation:
-    """The observation built from an app's driver pods and StreamingSavepoints."""
+def _sum(values: list[Any]) -> Any:
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
+
+
+def driver_progress(document: dict[str, Any]) -> DriverProgress:
+    """The runtime's status document summed over its queries."""
+    queries = document.get("queries") or []
+    progress = [query.get("progress") or {} for query in queries]
+    committed = [query.get("lastCommittedAt") for query in queries if query.get("lastCommittedAt")]
+    batches = [query.get("lastCommittedBatchId") for query in queries if query.get("lastCommittedBatchId") is not None]
+    watermarks: list[str] = [str(item["watermark"]) for item in progress if item.get("watermark")]
+    return DriverProgress(
+        last_batch_id=max(batches) if batches else None,
+        last_batch_time=max(parse_time(stamp) for stamp in committed) if committed else None,
+        input_rows_per_second=_sum([item.get("input_rows_per_second") for item in progress]),
+        processed_rows_per_second=_sum([item.get("processed_rows_per_second") for item in progress]),
+        watermark=min(watermarks) if watermarks else None,
+        state_rows=_sum([item.get("state_rows") for item in progress]),
+        source_backlog=_sum([item.get("source_backlog") for item in progress]),
+        registered_executors=(document.get("executors") or {}).get("registered"),
+    )
+
+
+def observe(
+    pods: list[dict[str, Any]],
+    savepoints: list[dict[str, Any]] | None = None,
+    driver_status: dict[str, Any] | None = None,
+) -> Observation:
+    """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
         savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
+        progress=driver_progress(driver_status) if driver_status else None,
     )
 
 

@@ -75,7 +75,8 @@ class Reconciler:
             self.metrics.record_phase((namespace, name), None)
             return None
         view = app_view(body)
-        observation = observe(self.kube.list_driver_pods(namespace, name), self.kube.list_savepoints(namespace, name))
+        pods = self.kube.list_driver_pods(namespace, name)
+        observation = observe(pods, self.kube.list_savepoints(namespace, name), self._driver_status(body, pods))
         now = self.clock()
         plan = decide(view, observation, now)
         if plan.status != view.status:
@@ -121,6 +122,21 @@ class Reconciler:
             return 0.0
         self.kube.delete_savepoint(namespace, action.name)
         return None
+
+    def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The current driver's status document, when its pod runs and it answers (else None)."""
+        current = ((body.get("status") or {}).get("run") or {}).get("driverPod")
+        pod = next((item for item in pods if item["metadata"]["name"] == current), None)
+        address = ((pod or {}).get("status") or {}).get("podIP")
+        if pod is None or pod["status"].get("phase") != "Running" or not address:
+            return None
+        token = self._token(body)
+        if token is None:
+            return None
+        try:
+            return self.driver.status(address, token)
+        except DriverUnavailable:
+            return None
 
     def _token(self, body: dict[str, Any]) -> str | None:
         metadata = body["metadata"]

@@ -34,6 +34,20 @@ class DriverPod:
         return self.phase in ("Succeeded", "Failed")
 
 
+@dataclass(frozen=True)
+class DriverProgress:
+    """What the driver's runtime reports about its queries, summed over queries."""
+
+    last_batch_id: int | None = None
+    last_batch_time: datetime | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    watermark: str | None = None
+    state_rows: int | None = None
+    source_backlog: float | None = None
+    registered_executors: int | None = None
+
+
 SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]
 
 
@@ -63,6 +77,7 @@ class Observation:
 
     drivers: tuple[DriverPod, ...] = ()
     savepoints: tuple[SavepointResource, ...] = ()
+    progress: DriverProgress | None = None  # from the current driver's control endpoint, when it answered
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

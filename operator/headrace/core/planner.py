@@ -27,14 +27,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from headrace.api import names
-from headrace.api.models import ChangeKind, PendingOperation, RunStatus, StreamingAppSpec
+from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_RESTORE_INCOMPATIBLE
 from headrace.core import savepoints
 from headrace.core.attempts import START_DRIVER, continue_start, fence_strays, start_attempt
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
-from headrace.core.observation import DriverPod, Observation
+from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.plan import DeletePod, Plan, RescaleInPlace
 from headrace.core.restarts import healthy_reset, record_failure
 from headrace.core.timefmt import format_time, parse_time
@@ -44,6 +44,7 @@ __all__ = ["AppView", "decide", "parse_spec_json", "spec_hash", "spec_json"]
 
 RESTART = "Restart"
 PENDING_POLL_SECONDS = 5.0
+PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 RESTORE_POLL_SECONDS = 10.0
 
 
@@ -196,7 +197,36 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
         builder.requeue(stable_after - (builder.now - since).total_seconds())
     if restarts.consecutive:
         builder.requeue(parse_duration(spec.restartPolicy.healthyAfter))
+    builder.requeue(PROGRESS_POLL_SECONDS)
+    if observation.progress is not None:
+        builder.status.progress = _summary(observation.progress)
+        if _stuck(builder, spec, observation.progress, since):
+            timeout = spec.restartPolicy.progressTimeout
+            _failure(builder, spec, pod, "NoProgress", f"no batch committed for {timeout} while input waits")
+            return
     _apply_spec_change(builder, spec, observation, pod)
+
+
+def _summary(progress: DriverProgress) -> ProgressSummary:
+    return ProgressSummary(
+        lastBatchId=progress.last_batch_id,
+        lastBatchTime=format_time(progress.last_batch_time) if progress.last_batch_time else None,
+        inputRowsPerSecond=progress.input_rows_per_second,
+        processedRowsPerSecond=progress.processed_rows_per_second,
+        watermark=progress.watermark,
+        stateRows=progress.state_rows,
+        sourceBacklog=progress.source_backlog,
+        registeredExecutors=progress.registered_executors,
+    )
+
+
+def _stuck(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, running_since: datetime) -> bool:
+    """No batch for `progressTimeout` although the sources say input waits (unknown backlog never counts)."""
+    timeout = spec.restartPolicy.progressTimeout
+    if timeout is None or not progress.source_backlog:
+        return False
+    last = max(progress.last_batch_time or running_since, running_since)
+    return (builder.now - last).total_seconds() >= parse_duration(timeout)
 
 
 def _succeeded(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
