@@ -1,0 +1,156 @@
+"""What the operator asks of the Kubernetes API, derived from its code rather than written down again.
+
+- every Kubernetes client method (`self.core.create_namespaced_pod`, ...) in the methods of
+  `headrace.adapters.kube` that the operator's controller and handlers call (the CLI uses the
+  same adapter with the user's own credentials), mapped to (API group, resource, verb);
+- list and watch of every resource a kopf handler is registered for (`headrace.handlers`), plus
+  what kopf itself does (events, CRD and namespace observation);
+- every rule of the Role the operator creates for drivers (`headrace.render.manifests.rbac`):
+  Kubernetes lets the operator grant only permissions it holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from headrace.api import models
+from headrace.render import manifests
+
+from .helm import sample_attempt
+
+PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "headrace"
+KUBE_ADAPTER = PACKAGE / "adapters" / "kube.py"
+OPERATOR_SIDE = [*sorted((PACKAGE / "controller").glob("*.py")), PACKAGE / "handlers.py"]
+CLIENT_GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "custom": models.GROUP}
+VERBS = {
+    "get": "get",
+    "read": "get",
+    "list": "list",
+    "create": "create",
+    "delete": "delete",
+    "delete_collection": "deletecollection",
+    "replace": "update",
+    "patch": "patch",
+}
+METHOD = re.compile(
+    r"^(?P<verb>delete_collection|get|read|list|create|delete|replace|patch)_"
+    r"(?:namespaced_|cluster_)?(?P<kind>[a-z_]+?)(?:_for_all_namespaces)?(?P<subresource>_status|_scale)?$"
+)
+PLURALS = {"APP_PLURAL": models.APP_PLURAL, "SAVEPOINT_PLURAL": models.SAVEPOINT_PLURAL}
+
+
+class Need(NamedTuple):
+    """One permission: API group, resource (with `/subresource`), verb."""
+
+    group: str
+    resource: str
+    verb: str
+
+
+def _plural(kind: str) -> str:
+    return kind.replace("_", "") + "s"
+
+
+def _custom_plurals(call: ast.Call | None) -> list[str]:
+    """The Headrace plurals a custom-object call names (both when it cannot be told)."""
+    if call is not None:
+        named = [
+            PLURALS[node.attr] for node in ast.walk(call) if isinstance(node, ast.Attribute) and node.attr in PLURALS
+        ]
+        if named:
+            return named
+    return list(PLURALS.values())
+
+
+def _client_method(node: ast.Attribute) -> tuple[str, str] | None:
+    """(client attribute, method name) for `self.<client>.<method>`."""
+    owner = node.value
+    if (
+        isinstance(owner, ast.Attribute)
+        and owner.attr in CLIENT_GROUPS
+        and isinstance(owner.value, ast.Name)
+        and owner.value.id == "self"
+    ):
+        return owner.attr, node.attr
+    return None
+
+
+def _method_needs(function: ast.FunctionDef) -> set[Need]:
+    calls = {id(node.func): node for node in ast.walk(function) if isinstance(node, ast.Call)}
+    needs: set[Need] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Attribute):
+            continue
+        found = _client_method(node)
+        match = METHOD.match(found[1]) if found else None
+        if found is None or match is None:
+            continue
+        client, verb, kind = found[0], VERBS[match["verb"]], match["kind"]
+        subresource = (match["subresource"] or "").replace("_", "/")
+        resources = _custom_plurals(calls.get(id(node))) if kind == "custom_object" else [_plural(kind)]
+        needs.update(Need(CLIENT_GROUPS[client], resource + subresource, verb) for resource in resources)
+    return needs
+
+
+def adapter_method_needs() -> dict[str, set[Need]]:
+    """Method of `KubeClient` -> the permissions its client calls need."""
+    tree = ast.parse(KUBE_ADAPTER.read_text())
+    (adapter,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "KubeClient"]
+    return {node.name: _method_needs(node) for node in adapter.body if isinstance(node, ast.FunctionDef)}
+
+
+def operator_called_methods() -> set[str]:
+    """Attribute names the controller and the kopf handlers use (a superset of the adapter calls)."""
+    names: set[str] = set()
+    for path in OPERATOR_SIDE:
+        names.update(node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute))
+    return names
+
+
+def adapter_needs() -> set[Need]:
+    """Permissions of every adapter method the operator calls."""
+    called = operator_called_methods()
+    return {need for method, needs in adapter_method_needs().items() if method in called for need in needs}
+
+
+def kopf_needs() -> set[Need]:
+    """list and watch of every resource a kopf handler of the operator watches, and kopf's event posting."""
+    import kopf
+
+    from headrace import handlers  # noqa: F401 - registers the handlers
+
+    needs = {Need("", "events", "create")}
+    for handler in kopf.get_default_registry()._watching.get_all_handlers():
+        selector = handler.selector
+        resource = selector.plural or selector.any_name
+        needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch"))
+    return needs
+
+
+def driver_role_needs() -> set[Need]:
+    """Every permission in the Role the operator grants a driver."""
+    needs: set[Need] = set()
+    for obj in manifests.rbac("clicks", "analytics", "uid", sample_attempt()):
+        if obj["kind"] != "Role":
+            continue
+        for rule in obj["rules"]:
+            needs.update(
+                Need(group, resource, verb)
+                for group in rule["apiGroups"]
+                for resource in rule["resources"]
+                for verb in rule["verbs"]
+            )
+    return needs
+
+
+def namespaced_needs() -> set[Need]:
+    """Everything the operator needs in each namespace it manages."""
+    return adapter_needs() | kopf_needs() | driver_role_needs()
+
+
+# kopf observes CRDs always, and namespaces when it watches a list of them (kopf._core.reactor.observation).
+CLUSTER_NEEDS_ALWAYS = {Need("apiextensions.k8s.io", "customresourcedefinitions", verb) for verb in ("list", "watch")}
+CLUSTER_NEEDS_WATCHING_NAMESPACES = {Need("", "namespaces", verb) for verb in ("list", "watch")}

@@ -1,0 +1,280 @@
+"""The chart against the real API server: every rendered manifest passes a server-side dry run, the
+rendered RBAC grants what the operator's code needs (asked of the real RBAC authorizer), and the real
+operator runs under exactly that RBAC with a ServiceAccount token."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from headrace.api import models, names
+from headrace.testbed.controlplane import (
+    ControlPlane,
+    create_namespace,
+    delete_namespace,
+    kubeconfig_document,
+    write_kubeconfig,
+)
+from headrace.testbed.operator_process import OperatorProcess, install_crds
+
+from .helm import CHART, by_kind, render
+from .operator_needs import (
+    CLUSTER_NEEDS_ALWAYS,
+    CLUSTER_NEEDS_WATCHING_NAMESPACES,
+    Need,
+    kopf_needs,
+    namespaced_needs,
+)
+
+OPTIONAL_OBJECTS = {
+    "metrics": {"dashboard": {"enabled": True}},
+    "argocd": {"healthChecks": {"enabled": True}},
+    "podDisruptionBudget": {"enabled": True},
+}
+FIELD_MANAGER = "headrace-chart-test"
+
+
+@pytest.fixture
+def watched(kube_api: ApiClient) -> Iterator[list[str]]:
+    """Two extra namespaces for the chart to watch."""
+    created = [create_namespace(kube_api, "watched"), create_namespace(kube_api, "watched")]
+    try:
+        yield created
+    finally:
+        for name in created:
+            delete_namespace(kube_api, name)
+
+
+def _apply(api: ApiClient, manifests: list[dict[str, Any]], *, dry_run: bool) -> None:
+    dynamic = DynamicClient(api)
+    for manifest in manifests:
+        resource = dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        namespace = manifest["metadata"].get("namespace") if resource.namespaced else None
+        resource.server_side_apply(
+            body=manifest,
+            namespace=namespace,
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+            dry_run="All" if dry_run else None,
+        )
+
+
+def _crd_manifests() -> list[dict[str, Any]]:
+    import yaml
+
+    return [yaml.safe_load(path.read_text()) for path in sorted((CHART / "crds").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("mode", ["cluster-wide", "watched namespaces", "optional objects"])
+def test_every_rendered_manifest_passes_a_server_side_dry_run(
+    mode: str, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
+) -> None:
+    values: dict[str, Any] = {
+        "cluster-wide": {},
+        "watched namespaces": {"watchNamespaces": watched, "peering": {"enabled": False}},
+        "optional objects": OPTIONAL_OBJECTS,
+    }[mode]
+    manifests = render(tmp_path, values, namespace=namespace)
+    assert by_kind(manifests, "Deployment")
+    _apply(kube_api, _crd_manifests() + manifests, dry_run=True)
+
+
+def test_a_manifest_the_api_server_refuses_fails_the_dry_run(kube_api: ApiClient, namespace: str) -> None:
+    """The dry run really validates: a Deployment without a container image is refused."""
+    broken = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "broken", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}},
+        },
+    }
+    with pytest.raises(ApiException) as refused:
+        _apply(kube_api, [broken], dry_run=True)
+    assert refused.value.status == 422
+
+
+# --------------------------------------------------------------------------------------- RBAC --
+
+
+class InstalledRbac:
+    """The chart's ServiceAccount and RBAC objects, created for real; cluster-scoped ones removed after."""
+
+    def __init__(self, api: ApiClient, manifests: list[dict[str, Any]]) -> None:
+        self.api = api
+        self.objects = [
+            manifest
+            for manifest in manifests
+            if manifest["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+        ]
+        (account,) = by_kind(self.objects, "ServiceAccount")
+        self.account = account["metadata"]["name"]
+        self.account_namespace = account["metadata"]["namespace"]
+
+    def __enter__(self) -> InstalledRbac:
+        _apply(self.api, self.objects, dry_run=False)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        rbac = client.RbacAuthorizationV1Api(self.api)
+        for manifest in self.objects:
+            name = manifest["metadata"]["name"]
+            try:
+                if manifest["kind"] == "ClusterRole":
+                    rbac.delete_cluster_role(name)
+                elif manifest["kind"] == "ClusterRoleBinding":
+                    rbac.delete_cluster_role_binding(name)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+    def allowed(self, need: Need, namespace: str | None) -> bool:
+        """Ask the API server's authorizer (RBAC) whether the operator's ServiceAccount may do it."""
+        resource, _, subresource = need.resource.partition("/")
+        review = client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=f"system:serviceaccount:{self.account_namespace}:{self.account}",
+                groups=["system:serviceaccounts", f"system:serviceaccounts:{self.account_namespace}"],
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=namespace,
+                    group=need.group,
+                    resource=resource,
+                    subresource=subresource or None,
+                    verb=need.verb,
+                ),
+            )
+        )
+        result: Any = client.AuthorizationV1Api(self.api).create_subject_access_review(review)
+        return bool(result.status.allowed)
+
+    def missing(self, needs: set[Need], namespace: str | None) -> list[Need]:
+        return sorted(need for need in needs if not self.allowed(need, namespace))
+
+
+def _release() -> str:
+    return f"hr{uuid.uuid4().hex[:8]}"
+
+
+# Things the operator never does; the chart must not allow them (least privilege).
+NEVER = {
+    Need("headrace.dev", "streamingapps", "delete"),
+    Need("headrace.dev", "streamingapps", "update"),
+    Need("", "secrets", "list"),
+    Need("", "nodes", "get"),
+    Need("rbac.authorization.k8s.io", "clusterroles", "create"),
+    Need("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    Need("apps", "deployments", "create"),
+}
+
+
+def test_cluster_wide_rbac_covers_the_operator(kube_api: ApiClient, namespace: str, tmp_path: Path) -> None:
+    manifests = render(tmp_path, {}, release=_release(), namespace=namespace)
+    with InstalledRbac(kube_api, manifests) as rbac:
+        needs = namespaced_needs()
+        assert Need("", "pods", "create") in needs
+        assert rbac.missing(needs, "any-namespace") == []
+        cluster = {Need(need.group, need.resource, verb) for need in kopf_needs() for verb in ("list", "watch")}
+        assert rbac.missing(cluster - {Need("", "events", "list"), Need("", "events", "watch")}, None) == []
+        assert rbac.missing(CLUSTER_NEEDS_ALWAYS, None) == []
+        assert [need for need in NEVER if rbac.allowed(need, "any-namespace")] == []
+
+
+def test_watched_namespace_rbac_covers_the_operator_there_only(
+    kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
+) -> None:
+    manifests = render(tmp_path, {"watchNamespaces": watched}, release=_release(), namespace=namespace)
+    assert len(by_kind(manifests, "Role")) == 2
+    with InstalledRbac(kube_api, manifests) as rbac:
+        needs = namespaced_needs()
+        for name in watched:
+            assert rbac.missing(needs, name) == [], name
+        assert rbac.missing(CLUSTER_NEEDS_ALWAYS | CLUSTER_NEEDS_WATCHING_NAMESPACES, None) == []
+        unwatched = create_namespace(kube_api, "unwatched")
+        try:
+            assert sorted(need for need in needs if rbac.allowed(need, unwatched)) == []
+        finally:
+            delete_namespace(kube_api, unwatched)
+        assert not rbac.allowed(Need("", "pods", "list"), None)
+        assert [need for need in NEVER if rbac.allowed(need, watched[0])] == []
+
+
+# ----------------------------------------------------------------- the real operator, real RBAC --
+
+
+def _token_kubeconfig(api: ApiClient, plane: ControlPlane, rbac: InstalledRbac, path: Path) -> Path:
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+    token: Any = client.CoreV1Api(api).create_namespaced_service_account_token(
+        rbac.account, rbac.account_namespace, request
+    )
+    document = kubeconfig_document(plane.url, plane.ca_cert, rbac.account, {"token": token.status.token})
+    return write_kubeconfig(path, document)
+
+
+def _app(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": models.APP_KIND,
+        "metadata": {"name": "clicks", "namespace": namespace},
+        "spec": {
+            "image": "localhost/headrace/spark:0.1.0",
+            "application": {"file": "local:///opt/headrace/apps/clicks/app.py"},
+            "state": {"checkpointDir": "s3a://bucket/checkpoints"},
+        },
+    }
+
+
+def _wait_for(check: Any, timeout_seconds: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
+    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
+) -> None:
+    install_crds(kube_api)
+    manifests = render(tmp_path, {"watchNamespaces": watched[:1]}, release=_release(), namespace=namespace)
+    (deployment,) = by_kind(manifests, "Deployment")
+    environ = {item["name"]: item["value"] for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    with InstalledRbac(kube_api, manifests) as rbac:
+        kubeconfig = _token_kubeconfig(kube_api, control_plane, rbac, tmp_path / "operator.kubeconfig")
+        env = {"HEADRACE_NAMESPACES": environ["HEADRACE_NAMESPACES"], "HEADRACE_WORKERS": "2"}
+        operator = OperatorProcess(kubeconfig, tmp_path / "operator", env)
+        custom = client.CustomObjectsApi(kube_api)
+        app_namespace = watched[0]
+        with operator:
+            custom.create_namespaced_custom_object(
+                models.GROUP, models.VERSION, app_namespace, models.APP_PLURAL, _app(app_namespace)
+            )
+
+            def driver_pod() -> Any:
+                pods = client.CoreV1Api(kube_api).list_namespaced_pod(
+                    app_namespace, label_selector=f"{names.APP}=clicks,{names.ROLE}={names.ROLE_DRIVER}"
+                )
+                return pods.items
+
+            _wait_for(driver_pod, 60, "the operator to create the driver pod")
+            role = client.RbacAuthorizationV1Api(kube_api).read_namespaced_role(
+                names.service_account("clicks"), app_namespace
+            )
+            assert role.rules
+            app = custom.get_namespaced_custom_object(
+                models.GROUP, models.VERSION, app_namespace, models.APP_PLURAL, "clicks"
+            )
+            assert app["status"]["phase"] == "Deploying"
+        log = operator.log_path.read_text()
+        assert "403" not in log and "Forbidden" not in log and "forbidden" not in log, log[-4000:]
