@@ -112,6 +112,16 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "Degraded",
         "needs a savepoint",
     ),
+    "a rolled-back spec is not retried": (
+        app(app_status("Running", READY, condition("Degraded", "True", "UpgradeNotRetried", "change the spec"))),
+        "Degraded",
+        "UpgradeNotRetried",
+    ),
+    "the savepoint to restore is missing": (
+        app(app_status("Deploying", NOT_READY, condition("Degraded", "True", "RestoreSourceMissing", "no sp-9"))),
+        "Degraded",
+        "no sp-9",
+    ),
     "suspended": (
         app(app_status("Suspended", condition("Ready", "False", "Suspended", "savepoint sp-1"))),
         "Suspended",

@@ -4,14 +4,17 @@
 --   Healthy     phase Running with Ready True, or phase Completed
 --   Progressing the operator has not observed the latest generation yet, or phase Deploying,
 --               Upgrading, Restarting, Savepointing, Rescaling (or Running while not Ready yet)
---   Degraded    phase Failed or RolledBack, or Degraded True with reason InvalidSpec or UpgradeRefused
+--   Degraded    phase Failed or RolledBack, or Degraded True with a reason saying the desired spec is
+--               not applied: InvalidSpec, UpgradeRefused, UpgradeNotRetried, RestoreSourceMissing
 --   Suspended   phase Suspended
 local hs = {}
 
 local PROGRESSING_PHASES = {
   Deploying = true, Upgrading = true, Restarting = true, Savepointing = true, Rescaling = true,
 }
-local REFUSED_SPEC_REASONS = { InvalidSpec = true, UpgradeRefused = true }
+local REFUSED_SPEC_REASONS = {
+  InvalidSpec = true, UpgradeRefused = true, UpgradeNotRetried = true, RestoreSourceMissing = true,
+}
 
 local function find_condition(status, condition_type)
   if status.conditions == nil then
