@@ -6,7 +6,8 @@ ARG BASE=docker.io/library/debian:bookworm-slim
 #                       executors run `executor` (see docker/spark-entrypoint.sh). Users extend it
 #                       with their job under /opt/headrace/apps/.
 # Everything is pinned: Python packages by uv.lock (with hashes), the connector by
-# docker/kafka-connector/pom.xml, build tools by docker/build-requirements.txt, Debian by release.
+# docker/kafka-connector/pom.xml, build tools by docker/build-requirements.txt and
+# docker/build-backends.txt, Debian packages by release (bookworm).
 # Heavy layers come first, the repository's sources last, so a source change rebuilds little.
 # Build args only needed behind a TLS-intercepting proxy (the project's testbed passes them):
 #   BUILD_CA  : path of a CA bundle mounted into the build (Maven's truststore is made from it)
@@ -14,8 +15,8 @@ ARG BASE=docker.io/library/debian:bookworm-slim
 
 # --- Python 3.11: what both images run ------------------------------------------------------------
 FROM ${BASE} AS python-runtime
-ENV DEBIAN_FRONTEND=noninteractive \
-    PYTHONUNBUFFERED=1 \
+ARG DEBIAN_FRONTEND=noninteractive
+ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -25,6 +26,7 @@ RUN apt-get update \
 
 # --- ... plus a virtual environment with pip, where dependencies are installed ---------------------
 FROM python-runtime AS python
+ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3.11-venv \
  && rm -rf /var/lib/apt/lists/* \
@@ -54,7 +56,7 @@ RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels /src \
 # --- The Spark Kafka connector and its dependencies, from Maven Central ----------------------------
 FROM ${BASE} AS kafka-jars
 ARG BUILD_CA
-ENV DEBIAN_FRONTEND=noninteractive
+ARG DEBIAN_FRONTEND=noninteractive
 # With BUILD_CA, split the bundle into single certificates before ca-certificates-java builds
 # Java's truststore from /etc/ssl/certs (it reads one certificate per file).
 RUN apt-get update \
@@ -75,6 +77,7 @@ RUN --mount=type=cache,target=/root/.m2 \
 
 # --- JRE 17 and pyspark with the runtime dependencies --------------------------------------------
 FROM python AS spark-dependencies
+ARG DEBIAN_FRONTEND=noninteractive
 ARG PIP_CERT
 # Debian's openjdk-17-jre-headless includes the jdk.incubator.vector module Spark asks for.
 RUN mkdir -p /usr/share/man/man1 \
@@ -83,10 +86,10 @@ RUN mkdir -p /usr/share/man/man1 \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17
 COPY --from=requirements /requirements/spark.txt /tmp/requirements.txt
-COPY docker/install-requirements.sh /tmp/install-requirements.sh
+COPY docker/install-requirements.sh docker/build-backends.txt /tmp/
 RUN --mount=type=cache,target=/root/.cache/pip \
-    /tmp/install-requirements.sh /tmp/requirements.txt \
- && rm /tmp/requirements.txt /tmp/install-requirements.sh
+    /tmp/install-requirements.sh /tmp/requirements.txt /tmp/build-backends.txt \
+ && rm /tmp/requirements.txt /tmp/install-requirements.sh /tmp/build-backends.txt
 
 FROM spark-dependencies AS connector-jars
 COPY --from=kafka-jars /jars /tmp/kafka-jars
@@ -108,6 +111,9 @@ COPY --from=connector-jars /connector-jars/ ${SPARK_HOME}/jars/
 COPY docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
 COPY apps/ /opt/headrace/apps/
 COPY --from=headrace /staging/ /opt/venv/
+LABEL org.opencontainers.image.title="headrace-spark" \
+      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, headrace runtime" \
+      org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /opt/headrace
 USER 185
 ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/opt/headrace/bin/spark-entrypoint"]
@@ -116,9 +122,9 @@ ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/opt/headrace/bin/spark-entrypoint"]
 FROM python AS operator-dependencies
 ARG PIP_CERT
 COPY --from=requirements /requirements/operator.txt /tmp/requirements.txt
-COPY docker/install-requirements.sh /tmp/install-requirements.sh
+COPY docker/install-requirements.sh docker/build-backends.txt /tmp/
 RUN --mount=type=cache,target=/root/.cache/pip \
-    /tmp/install-requirements.sh /tmp/requirements.txt \
+    /tmp/install-requirements.sh /tmp/requirements.txt /tmp/build-backends.txt \
  && pip uninstall --yes pip setuptools
 
 # --- target: operator ------------------------------------------------------------------------------
@@ -127,5 +133,8 @@ RUN groupadd --gid 10001 headrace \
  && useradd --uid 10001 --gid headrace --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin headrace
 COPY --from=operator-dependencies /opt/venv /opt/venv
 COPY --from=headrace /staging/ /opt/venv/
+LABEL org.opencontainers.image.title="headrace-operator" \
+      org.opencontainers.image.description="The Headrace Kubernetes operator (kopf)" \
+      org.opencontainers.image.licenses="Apache-2.0"
 USER 10001
 ENTRYPOINT ["/opt/venv/bin/python", "-m", "headrace"]

@@ -11,7 +11,9 @@ containerd), pushes anywhere, or writes inside the repository.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import fcntl
 import hashlib
 import io
 import json
@@ -34,6 +36,7 @@ from headrace.testbed.build import cache_root
 TARGETS = ("operator", "spark")
 IMAGE_REPOSITORY = "localhost/headrace"
 DEV_TAG = "dev"
+STALE_ARCHIVE_SECONDS = 3600.0
 
 BASE_SUITE = "bookworm"
 BASE_MIRROR = "http://deb.debian.org/debian"
@@ -252,30 +255,42 @@ def ensure_base_image() -> str:
 
 
 def build_image(target: str) -> Path:
-    """The OCI archive of one Dockerfile target for the current tree; built only when missing."""
+    """The OCI archive of one Dockerfile target for the current tree; built only when missing.
+
+    Concurrent callers (several test sessions) are serialised per target by a file lock, so one
+    builds and the others reuse its archive.
+    """
     _check_target(target)
     root = repository_root()
-    archive = archive_path(target, root)
-    if archive.exists():
-        return archive
-    ensure_base_image()
-    _run(podman_build_command(target, root, ca_bundle(os.environ)))
-    partial = archive.with_name(archive.name + ".partial")
-    partial.unlink(missing_ok=True)
-    _run(
-        ["podman", "save", "--format", "oci-archive", "-o", str(partial), image_ref(target), image_ref(target, DEV_TAG)]
-    )
-    partial.rename(archive)
-    _remove_stale_archives(target, keep=archive)
+    images_cache().mkdir(parents=True, exist_ok=True)
+    with _exclusive(images_cache() / f".{target}.lock"):
+        archive = archive_path(target, root)
+        if archive.exists():
+            return archive
+        ensure_base_image()
+        _run(podman_build_command(target, root, ca_bundle(os.environ)))
+        _save_archive(target, archive)
+        _remove_stale_archives(target, keep=archive, now=time.time())
     return archive
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _save_archive(target: str, archive: Path) -> None:
     """``podman save`` the image, then name both its tags in the archive's index."""
-    saved = archive.with_name(archive.name + ".saved")
-    partial = archive.with_name(archive.name + ".partial")
+    saved = archive.with_name(f"{archive.name}.{os.getpid()}.saved")
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
     try:
-        _run(["podman", "save", "--format", "oci-archive", "-o", str(saved), image_ref(target)])
+        # Uncompressed: ten times faster to save and to import (13 s instead of 2 min for spark).
+        _run(["podman", "save", "--uncompressed", "--format", "oci-archive", "-o", str(saved), image_ref(target)])
         _copy_archive_with_references(saved, partial, [image_ref(target), image_ref(target, DEV_TAG)])
         partial.rename(archive)
     finally:
@@ -296,11 +311,14 @@ def _copy_archive_with_references(source: Path, destination: Path, references: l
                 writer.addfile(member, content)
 
 
-def _remove_stale_archives(target: str, keep: Path) -> None:
-    """Archives of older trees are never used again; keep the cache to one archive per target."""
+def _remove_stale_archives(target: str, keep: Path, now: float) -> None:
+    """Archives of older trees are rarely used again: remove those untouched for a while.
+
+    The grace period lets a concurrent session finish importing the archive it was handed.
+    """
     ours = re.compile(rf"^{re.escape(target)}-[^-]+-[0-9a-f]{{16}}\.oci\.tar$")
     for stale in keep.parent.glob(f"{target}-*.oci.tar"):
-        if stale != keep and ours.match(stale.name):
+        if stale != keep and ours.match(stale.name) and now - stale.stat().st_mtime > STALE_ARCHIVE_SECONDS:
             stale.unlink(missing_ok=True)
 
 
