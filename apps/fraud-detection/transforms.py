@@ -9,6 +9,7 @@ Never: reads, writes or starts queries (app.py does).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -17,7 +18,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
-    ArrayType,
     DoubleType,
     LongType,
     StringType,
@@ -35,10 +35,10 @@ PAYMENT_SCHEMA = StructType(
         StructField("event_time", TimestampType()),
     ]
 )
-# Recent small payments of one card, oldest first (times in epoch milliseconds).
-STATE_SCHEMA = StructType(
-    [StructField("small_ms", ArrayType(LongType())), StructField("small_amounts", ArrayType(DoubleType()))]
-)
+# Recent small payments of one card, oldest first, as JSON [[epoch_ms, amount], ...]. A string, because
+# PySpark 4.3's Python worker cannot read an ArrayType in an applyInPandasWithState state schema
+# (KeyError: 'elementType' in StructType.fromJson).
+STATE_SCHEMA = StructType([StructField("smalls_json", StringType())])
 ALERT_SCHEMA = StructType(
     [
         StructField("card_id", StringType()),
@@ -118,12 +118,12 @@ def card_matcher(rules: Rules):
         if state.hasTimedOut:  # nothing happened on this card for `within_ms`: its small payments expired
             state.remove()
             return
-        stored = list(zip(*state.get, strict=True)) if state.exists else []
+        stored = json.loads(state.get[0]) if state.exists else []
         payments = [Payment(int(t), float(a), str(i)) for b in batches
                     for t, a, i in zip(b["event_ms"], b["amount"], b["payment_id"], strict=True)]  # fmt: skip
         smalls, alerts = match([(int(t), float(a)) for t, a in stored], payments, rules)
         if smalls:
-            state.update(([t for t, _ in smalls], [a for _, a in smalls]))
+            state.update((json.dumps(smalls),))
             state.setTimeoutTimestamp(smalls[-1][0] + rules.within_ms)
         else:
             state.remove()

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = REPO / "apps"
@@ -75,3 +76,30 @@ def run_app(app: str, args: Sequence[str], log: Path, timeout: float = 240) -> N
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
     assert code == 0, f"{app} exited with {code}:\n" + log.read_text()[-4000:]
+
+
+def group_state(
+    schema: Any, value: tuple[Any, ...] | None = None, watermark_ms: int = 0, timed_out: bool = False
+) -> Any:
+    """PySpark's own `GroupState` as `applyInPandasWithState` hands it to a function (event-time timeouts).
+
+    Stateful operators cannot run on a static DataFrame ("applyInPandasWithState is unsupported in
+    batch query"), so the per-key functions are tested directly with a real state object.
+    """
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+    return GroupState(
+        optionalValue=Row(*value) if value is not None else Row(),
+        batchProcessingTimeMs=0,
+        eventTimeWatermarkMs=watermark_ms,
+        timeoutConf=GroupStateTimeout.EventTimeTimeout,
+        hasTimedOut=timed_out,
+        watermarkPresent=True,
+        defined=value is not None,
+        updated=False,
+        removed=False,
+        timeoutTimestamp=GroupState.NO_TIMESTAMP,
+        keyAsUnsafe=b"",
+        valueSchema=schema,
+    )

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from apps.common.generate import write_batches
 from pyspark.sql import SparkSession
-from tests.apps.support import load_transforms, run_app
+from tests.apps.support import group_state, load_transforms, run_app
 
 T = load_transforms("fraud-detection")
 RULES = T.Rules(small_max=5.0, large_min=500.0, small_count=3, within_ms=10 * 60_000)
@@ -108,11 +109,36 @@ EXPECTED_ALERTS = [
 ]
 
 
-@pytest.mark.spark
-def test_detect_on_a_static_frame(spark: SparkSession) -> None:
-    rows = [{**p, "event_time": at(str(p["event_time"])[11:19])} for batch in INPUT_FILES for p in batch]
-    alerts = T.detect(spark.createDataFrame(rows, T.PAYMENT_SCHEMA), RULES, "2 minutes").collect()
-    assert sorted(tuple(r) for r in alerts) == EXPECTED_ALERTS
+def test_matcher_carries_small_payments_in_state_and_alerts_across_batches() -> None:
+    match_card = T.card_matcher(RULES)
+    state = group_state(T.STATE_SCHEMA, watermark_ms=ms("09:50:00"))
+    first = pd.DataFrame({"event_ms": [ms("10:00:00"), ms("10:01:00")], "amount": [1.0, 2.5], "payment_id": ["a", "b"]})
+    (emitted,) = list(match_card(("A",), iter([first]), state))
+    assert emitted.empty
+    assert state._timeout_timestamp == ms("10:11:00")
+    second = pd.DataFrame(
+        {"event_ms": [ms("10:02:00"), ms("10:04:00")], "amount": [0.99, 950.0], "payment_id": ["c", "L"]}
+    )
+    state = group_state(T.STATE_SCHEMA, state.get, ms("09:59:00"))
+    (emitted,) = list(match_card(("A",), iter([second]), state))
+    assert emitted.to_dict("records") == [
+        {
+            "card_id": "A",
+            "payment_id": "L",
+            "alert_time": pd.Timestamp("2026-11-21 10:04", tz="UTC"),
+            "amount": 950.0,
+            "small_payments": 3,
+            "small_total": 4.49,
+            "first_small_time": pd.Timestamp("2026-11-21 10:00", tz="UTC"),
+        }
+    ]
+    assert not state.exists
+
+
+def test_matcher_forgets_a_card_when_its_small_payments_time_out() -> None:
+    state = group_state(T.STATE_SCHEMA, ("[[1795255200000, 1.0]]",), ms("10:12:00"), timed_out=True)
+    assert list(T.card_matcher(RULES)(("C",), iter([]), state)) == []
+    assert not state.exists
 
 
 @pytest.mark.spark

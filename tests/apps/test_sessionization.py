@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from apps.common.generate import write_batches
 from pyspark.sql import SparkSession
-from tests.apps.support import load_transforms, run_app
+from tests.apps.support import group_state, load_transforms, run_app
 
 T = load_transforms("sessionization")
 MINUTE = 60_000
@@ -48,17 +49,37 @@ def test_advance_lets_an_on_time_out_of_order_event_join_the_session() -> None:
 
 
 @pytest.mark.spark
-def test_sessionize_on_a_static_frame_emits_sessions_closed_by_a_gap(spark: SparkSession) -> None:
-    events = [
-        click("u1", "/home", "10:00:00"),
-        click("u1", "/products?x=1", "10:05:00"),
-        click("u1", "/cart", "10:20:00"),
-        click("u1", "/home", "11:00:00"),
-        click("u2", "/blog", "10:10:00"),
-    ]
+def test_page_views_on_a_static_frame(spark: SparkSession) -> None:
+    events = [click("u1", "/home?utm=x", "10:00:00"), click("u2", "/blog", "10:10:00", kind="scroll")]
     frame = spark.createDataFrame([{**e, "event_time": at(e["event_time"][11:19])} for e in events], T.CLICK_SCHEMA)
-    sessions = T.sessionize(frame, gap_seconds=1800, watermark="10 minutes").collect()
-    assert [tuple(r) for r in sessions] == [("u1", at("10:00:00"), at("10:20:00"), 1200, 3, "/home", "/cart")]
+    assert [tuple(r) for r in T.page_views(frame).collect()] == [("u1", at("10:00:00"), ms("10:00:00"), "/home")]
+
+
+def test_updater_emits_closed_sessions_and_keeps_the_open_one_with_a_timeout() -> None:
+    update = T.session_updater(30 * MINUTE)
+    state = group_state(T.STATE_SCHEMA, (ms("10:00:00"), ms("10:05:00"), 2, "/home", "/products"), ms("09:58:00"))
+    batch = pd.DataFrame({"event_ms": [ms("10:20:00"), ms("11:00:00")], "page": ["/cart", "/home"]})
+    (emitted,) = list(update(("u1",), iter([batch]), state))
+    assert emitted.to_dict("records") == [
+        {
+            "user_id": "u1",
+            "session_start": pd.Timestamp("2026-11-21 10:00", tz="UTC"),
+            "session_end": pd.Timestamp("2026-11-21 10:20", tz="UTC"),
+            "duration_seconds": 1200,
+            "events": 3,
+            "landing_page": "/home",
+            "exit_page": "/cart",
+        }
+    ]
+    assert state.get == (ms("11:00:00"), ms("11:00:00"), 1, "/home", "/home")
+    assert state.oldTimeoutTimestamp == -1 and state._timeout_timestamp == ms("11:30:00")
+
+
+def test_updater_emits_the_session_when_it_times_out_and_forgets_it() -> None:
+    state = group_state(T.STATE_SCHEMA, (ms("11:00:00"), ms("11:10:00"), 2, "/home", "/help"), ms("11:41:00"), True)
+    (emitted,) = list(T.session_updater(30 * MINUTE)(("u1",), iter([]), state))
+    assert emitted[["events", "duration_seconds", "exit_page"]].values.tolist() == [[2, 600, "/help"]]
+    assert not state.exists
 
 
 # One file per micro-batch. u1's first session is closed by the 40-minute gap in file 1; u2's and
