@@ -90,3 +90,13 @@ def test_argocd_snippet_in_the_docs_matches_the_chart_scripts() -> None:
     for script in sorted((ROOT / "charts" / "headrace" / "argocd").glob("*.lua")):
         indented = "\n".join(("    " + line).rstrip() for line in script.read_text().splitlines())
         assert indented in guide, f"the argocd-cm snippet in docs/helm-argocd.md differs from {script.name}"
+
+
+def test_metrics_reference_lists_every_exported_metric() -> None:
+    from .test_dashboard import exported_series
+
+    guide = (DOCS / "metrics.md").read_text()
+    documented = {name for name in exported_series() if not name.endswith("_created")}
+    counters_and_gauges = {name for name in documented if not name.endswith(("_bucket", "_sum", "_count"))}
+    missing = sorted(name for name in counters_and_gauges if f"`{name}`" not in guide)
+    assert not missing, f"docs/metrics.md does not describe {missing}"
