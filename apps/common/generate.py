@@ -127,6 +127,12 @@ def write_batches(directory: Path, batches: Sequence[Sequence[Event]], prefix: s
     ]
 
 
+def first_free_mtime(directory: Path, now: float) -> float:
+    """A modification time after every file already in `directory` (so reruns append in order)."""
+    existing = [p.stat().st_mtime for p in directory.rglob("*.json")] if directory.exists() else []
+    return max([now, *(t + 1 for t in existing)])
+
+
 def produce(bootstrap: str, topic: str, events: Sequence[Event], key_field: str) -> None:
     """Produce events as JSON values keyed by `key_field` (so one key stays in one partition)."""
     from confluent_kafka import Producer
@@ -139,9 +145,10 @@ def produce(bootstrap: str, topic: str, events: Sequence[Event], key_field: str)
         raise RuntimeError(f"not every event reached {topic}")
 
 
-def _batches(kind: str, rng: random.Random, count: int, size: int, seconds: float) -> Iterator[dict[str, list[Event]]]:
-    for index in range(count):
-        start = EPOCH + timedelta(seconds=index * seconds)
+def _batches(kind: str, rng: random.Random, args: argparse.Namespace) -> Iterator[dict[str, list[Event]]]:
+    size, seconds = args.per_batch, args.batch_seconds
+    for index in range(args.batches):
+        start = args.start + timedelta(seconds=index * seconds)
         if kind == "orders":
             orders, paid = orders_and_payments(rng, start, size, seconds, index * size)
             yield {"orders": orders, "payments": paid}
@@ -167,14 +174,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch-seconds", type=float, default=60.0, help="event time covered by one batch")
     parser.add_argument("--pause", type=float, default=0.0, help="wall-clock seconds between batches")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--start", type=datetime.fromisoformat, default=EPOCH, help="event time of the first event")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)  # noqa: S311 - test data, not security
-    first_mtime = time.time()
-    for index, streams in enumerate(_batches(args.kind, rng, args.batches, args.per_batch, args.batch_seconds)):
+    first_mtime = first_free_mtime(args.files, time.time()) if args.files else 0.0
+    run = int(first_mtime)
+    for index, streams in enumerate(_batches(args.kind, rng, args)):
         for stream, events in streams.items():
             if args.files:
                 directory = args.files / stream if args.kind == "orders" else args.files
-                write_json_lines(directory, f"{stream}-{index:05d}.json", events, first_mtime + index)
+                write_json_lines(directory, f"{stream}-{run}-{index:05d}.json", events, first_mtime + index)
             else:
                 produce(args.kafka, args.topic or stream, events, KEYS[args.kind])
         time.sleep(args.pause)

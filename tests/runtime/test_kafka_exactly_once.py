@@ -188,8 +188,8 @@ def test_kafka_windowed_counts_exactly_once_across_sigkills(
     kill_log = []
     try:
         job.start()
+        producer.start()  # a batch runs only when data arrives
         job.wait_for(lambda: committed_batches(tmp_path / "checkpoints") > 0, 240, "the first committed batch")
-        producer.start()
         for _ in range(KILLS):
             before = committed_batches(tmp_path / "checkpoints")
             job.wait_for(lambda b=before: committed_batches(tmp_path / "checkpoints") > b, 240, "a new commit")
