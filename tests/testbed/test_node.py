@@ -6,6 +6,7 @@ The e2e tests need root, the built Kubernetes binaries, gcc and Debian's contain
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -26,8 +27,10 @@ from headrace.testbed.controlplane import ControlPlane, create_namespace, delete
 from headrace.testbed.node import (
     NODE_PROGRAMS,
     Node,
+    NodeError,
     NodeLayout,
     NodeNetwork,
+    archive_images,
     bridge_ports,
     cni_cache_owner,
     cni_conflist,
@@ -35,6 +38,7 @@ from headrace.testbed.node import (
     cri_tool,
     iptables_cleanup,
     link_exists,
+    listed_images,
     mounts_under,
     owned_processes,
 )
@@ -162,6 +166,34 @@ def test_owned_processes_match_node_programs_naming_the_root() -> None:
 )
 def test_cni_cache_owner(file_name: str, owner: str | None) -> None:
     assert cni_cache_owner(file_name, "headrace-pods") == owner
+
+
+def test_archive_and_listed_images_compare_by_name_and_digest() -> None:
+    index = {
+        "manifests": [
+            {"digest": "sha256:aa", "annotations": {"io.containerd.image.name": "localhost/x/spark:1"}},
+            {"digest": "sha256:bb", "annotations": {"org.opencontainers.image.ref.name": "localhost/x/op:1"}},
+            {"digest": "sha256:cc", "annotations": {"org.opencontainers.image.ref.name": "1"}},  # a bare tag
+        ]
+    }
+    listing = (
+        "REF TYPE DIGEST SIZE PLATFORMS LABELS\n"
+        "localhost/x/spark:1 application/vnd.oci.image.manifest.v1+json sha256:aa 1.0 MiB linux/amd64 -\n"
+    )
+    assert archive_images(index) == {"localhost/x/spark:1": "sha256:aa", "localhost/x/op:1": "sha256:bb"}
+    assert listed_images(listing) == {"localhost/x/spark:1": "sha256:aa"}
+
+
+def test_a_second_node_on_the_machine_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADRACE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    with (tmp_path / "cache" / "node.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        node = Node(tmp_path / "node", control_plane=None, binaries=tmp_path)  # type: ignore[arg-type]
+        with pytest.raises(NodeError, match="another headrace node runs on this machine"):
+            node.start()
+        node.stop()  # nothing was started: a no-op that touches nothing shared
+    assert not (tmp_path / "node").exists()
 
 
 def test_oci_archive_is_a_valid_content_addressed_layout() -> None:

@@ -39,6 +39,11 @@ def cluster_home() -> Path:
     return build.cache_root() / "cluster"
 
 
+def image_store() -> Path:
+    """containerd's image store of the background cluster, kept across ``down`` (``down --purge`` removes it)."""
+    return cluster_home() / "containerd-images"
+
+
 def kubeconfig_path() -> Path:
     """The fixed place of the background cluster's admin kubeconfig."""
     return cluster_home() / "kubeconfig"
@@ -51,9 +56,15 @@ class Cluster:
     """
 
     def __init__(
-        self, workdir: Path | None = None, *, node_name: str = "headrace-node", network: NodeNetwork | None = None
+        self,
+        workdir: Path | None = None,
+        *,
+        node_name: str = "headrace-node",
+        network: NodeNetwork | None = None,
+        image_store: Path | None = None,
     ) -> None:
         self.workdir = workdir
+        self.image_store = image_store
         self.node_name = node_name
         self.network = network or NodeNetwork()
         self.control_plane: ControlPlane | None = None
@@ -89,7 +100,13 @@ class Cluster:
             advertise_address=gateway,
             extra_sans=[gateway],
         )
-        self.node = Node(workdir / "node", self.control_plane, name=self.node_name, network=self.network)
+        self.node = Node(
+            workdir / "node",
+            self.control_plane,
+            name=self.node_name,
+            network=self.network,
+            image_store=self.image_store,
+        )
         try:
             self.control_plane.start()
             self.node.start()
@@ -184,7 +201,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def serve(workdir: Path) -> int:
     """Run the cluster in this process until SIGTERM or SIGINT, recording progress in the state file."""
     signal.signal(signal.SIGTERM, _interrupt)
-    cluster = Cluster(workdir)
+    cluster = Cluster(workdir, image_store=image_store())
     _write_state(ClusterState(os.getpid(), str(workdir)))
     try:
         kubeconfig = cluster.up()
@@ -261,8 +278,8 @@ def _stop_supervisor(pid: int) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-def command_down() -> int:
-    """``down``: stop the background cluster and verify nothing of it is left."""
+def command_down(purge: bool = False) -> int:
+    """``down``: stop the background cluster and verify nothing of it is left (``purge``: its images too)."""
     began = time.monotonic()
     state = _read_state()
     if state is not None and procs.pid_exists(state.supervisor_pid):
@@ -274,6 +291,8 @@ def command_down() -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     shutil.rmtree(workdir, ignore_errors=True)
+    if purge:
+        shutil.rmtree(image_store(), ignore_errors=True)
     for path in (_state_file(), kubeconfig_path()):
         path.unlink(missing_ok=True)
     print(f"# cluster down in {time.monotonic() - began:.1f}s", file=sys.stderr)
@@ -313,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="A single-node Kubernetes cluster for Headrace's tests.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start in the background; prints `export KUBECONFIG=...`")
-    commands.add_parser("down", help="stop and remove everything")
+    down_parser = commands.add_parser("down", help="stop and remove everything but the image store")
+    down_parser.add_argument("--purge", action="store_true", help="also remove the imported images")
     commands.add_parser("status", help="show the background cluster's state")
     import_parser = commands.add_parser("import", help="import OCI image archives into the node's containerd")
     import_parser.add_argument("archives", type=Path, nargs="+")
@@ -324,7 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(arguments.workdir)
     if arguments.command == "import":
         return command_import(arguments.archives)
-    handlers = {"up": command_up, "down": command_down, "status": command_status}
+    if arguments.command == "down":
+        return command_down(arguments.purge)
+    handlers = {"up": command_up, "status": command_status}
     return handlers[arguments.command]()
 
 

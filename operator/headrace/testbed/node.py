@@ -25,12 +25,13 @@ import os
 import shlex
 import signal
 import subprocess
+import tarfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from headrace.testbed import build, procs
 from headrace.testbed.controlplane import http_ok
@@ -124,9 +125,14 @@ class NodeNetwork:
 
 @dataclass(frozen=True)
 class NodeLayout:
-    """Where every file of one node lives, all under ``root``."""
+    """Where every file of one node lives: under ``root``, its short root and, when given, an image store.
+
+    The image store (containerd's persistent root: content, snapshots, metadata) may outlive the node
+    so that big images are imported once; everything else is removed with the node.
+    """
 
     root: Path
+    image_store: Path | None = None
 
     @property
     def containerd_config(self) -> Path:
@@ -146,8 +152,13 @@ class NodeLayout:
 
     @property
     def roots(self) -> tuple[Path, Path]:
-        """Every directory this node owns (mounts below them are its own)."""
+        """The directories removed with the node."""
         return self.root, self.short_root
+
+    @property
+    def mount_roots(self) -> tuple[Path, ...]:
+        """Every directory whose mounts are this node's (the roots and the image store)."""
+        return (*self.roots, self.image_store) if self.image_store else self.roots
 
     @property
     def containerd_socket(self) -> Path:
@@ -161,8 +172,8 @@ class NodeLayout:
 
     @property
     def containerd_root(self) -> Path:
-        """containerd's persistent data (content store, snapshots)."""
-        return self.root / "containerd" / "root"
+        """containerd's persistent data (content store, snapshots): the image store if there is one."""
+        return self.image_store or self.root / "containerd" / "root"
 
     @property
     def containerd_state(self) -> Path:
@@ -447,6 +458,23 @@ def cni_cache_owner(file_name: str, cni_name: str) -> str | None:
     return None
 
 
+def archive_images(index: Mapping[str, Any]) -> dict[str, str]:
+    """Full image names and their manifest digests in an OCI layout's ``index.json``."""
+    images: dict[str, str] = {}
+    for manifest in index.get("manifests", []):
+        annotations = manifest.get("annotations") or {}
+        name = annotations.get("io.containerd.image.name") or annotations.get("org.opencontainers.image.ref.name")
+        if name and "/" in name:
+            images[name] = manifest["digest"]
+    return images
+
+
+def listed_images(ctr_images_ls: str) -> dict[str, str]:
+    """Image names and manifest digests from the output of ``ctr images ls``."""
+    rows = [line.split() for line in ctr_images_ls.splitlines()[1:]]
+    return {row[0]: row[2] for row in rows if len(row) >= 3}
+
+
 def owned_processes(cmdlines: dict[int, list[str]], markers: Sequence[str]) -> list[int]:
     """Ids of a node's component processes: a node binary whose arguments mention one of ``markers``."""
     return sorted(
@@ -480,9 +508,24 @@ def _cmdlines() -> dict[int, list[str]]:
 
 
 def import_image(containerd_socket: Path, oci_archive: Path) -> str:
-    """Import an image archive into a containerd's ``k8s.io`` namespace (every platform it holds); ctr's output."""
-    command = ["ctr", "-n", "k8s.io", "-a", str(containerd_socket), "images", "import", "--all-platforms"]
-    return _run([*command, str(oci_archive)], timeout=600).stdout
+    """Import an image archive into a containerd's ``k8s.io`` namespace (every platform it holds); ctr's output.
+
+    Skipped when every image the archive names is already there with the same manifest digest.
+    """
+    ctr = ["ctr", "-n", "k8s.io", "-a", str(containerd_socket), "images"]
+    wanted = archive_images(_archive_index(oci_archive))
+    if wanted and wanted.items() <= listed_images(_run([*ctr, "ls"]).stdout).items():
+        return "".join(f"{name} already present ({digest})\n" for name, digest in sorted(wanted.items()))
+    return _run([*ctr, "import", "--all-platforms", str(oci_archive)], timeout=600).stdout
+
+
+def _archive_index(oci_archive: Path) -> dict[str, Any]:
+    with tarfile.open(oci_archive) as archive:
+        for member in archive:
+            if member.name.removeprefix("./") == "index.json":
+                handle = archive.extractfile(member)
+                return dict(json.load(handle)) if handle else {}
+    return {}
 
 
 def link_exists(name: str) -> bool:
@@ -537,15 +580,19 @@ def iptables_leftovers(cni_name: str) -> list[str]:
     return left
 
 
+def _mounts_now(roots: Iterable[Path]) -> list[str]:
+    return mounts_under(Path("/proc/self/mountinfo").read_text(), roots)
+
+
 def _unmount_all(roots: Sequence[Path]) -> list[str]:
     for _ in range(3):
-        points = mounts_under(Path("/proc/self/mountinfo").read_text(), roots)
+        points = _mounts_now(roots)
         if not points:
             return []
         for point in points:
             if _run(["umount", point], check=False).returncode != 0:
                 _run(["umount", "-l", point], check=False)
-    return mounts_under(Path("/proc/self/mountinfo").read_text(), roots)
+    return _mounts_now(roots)
 
 
 def _cgroup_dirs(name: str) -> list[Path]:
@@ -724,8 +771,6 @@ def cri_tool() -> Path:
 # The node.
 # ------------------------------------------------------------------------------------------------
 
-COMPONENTS = ("containerd", "kube-proxy", "kubelet")
-
 
 @dataclass(frozen=True)
 class NodeState:
@@ -734,17 +779,24 @@ class NodeState:
     name: str
     network: NodeNetwork
     pids: dict[str, int] = field(default_factory=dict)
+    image_store: str | None = None
 
     def to_json(self) -> str:
         """The state file's text."""
         network = {"bridge": self.network.bridge, "pod_cidr": self.network.pod_cidr, "cni_name": self.network.cni_name}
-        return json.dumps({"name": self.name, "network": network, "pids": self.pids}, indent=2)
+        document = {"name": self.name, "network": network, "pids": self.pids, "image_store": self.image_store}
+        return json.dumps(document, indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> NodeState:
         """Parse a state file."""
         data = json.loads(text)
-        return cls(data["name"], NodeNetwork(**data["network"]), {k: int(v) for k, v in data["pids"].items()})
+        pids = {k: int(v) for k, v in data["pids"].items()}
+        return cls(data["name"], NodeNetwork(**data["network"]), pids, data.get("image_store"))
+
+    def layout(self, workdir: Path) -> NodeLayout:
+        """The layout of the node this state describes."""
+        return NodeLayout(Path(workdir), Path(self.image_store) if self.image_store else None)
 
 
 def _lock_path() -> Path:
@@ -789,8 +841,9 @@ class Node:
         network: NodeNetwork | None = None,
         ready_timeout_seconds: float = READY_TIMEOUT_SECONDS,
         binaries: Path | None = None,
+        image_store: Path | None = None,
     ) -> None:
-        self.layout = NodeLayout(Path(workdir))
+        self.layout = NodeLayout(Path(workdir), image_store)
         self.control_plane = control_plane
         self.name = name
         self.network = network or NodeNetwork()
@@ -854,14 +907,15 @@ class Node:
 
         Idempotent. Raises `NodeError` naming what could not be removed.
         """
+        if self._lock is None and not any(path.exists() for path in (self.layout.state_file, *self.layout.roots)):
+            return
+        # The bridge and KUBE-* chains are shared by name: only the lock holder may clean them.
+        lock, self._lock = self._lock or _acquire_machine_lock(), None
         try:
-            if any(path.exists() for path in (self.layout.state_file, *self.layout.roots)):
-                self._teardown()
+            self._teardown()
         finally:
             self._processes.clear()
-            if self._lock is not None:
-                self._lock.close()
-                self._lock = None
+            lock.close()
 
     def import_image(self, oci_archive: Path) -> str:
         """Import an OCI (or docker) image archive into this node's containerd (namespace ``k8s.io``)."""
@@ -883,10 +937,10 @@ class Node:
         The node's own state file, when present, names what to clean; otherwise ``name`` and
         ``network`` do. Raises `NodeError` naming whatever could not be removed.
         """
-        layout = NodeLayout(Path(workdir))
         state = NodeState(name, network or NodeNetwork())
         with contextlib.suppress(FileNotFoundError):
-            state = NodeState.from_json(layout.state_file.read_text())
+            state = NodeState.from_json(NodeLayout(Path(workdir)).state_file.read_text())
+        layout = state.layout(Path(workdir))
         # The bridge and KUBE-* chains are shared by name: never clean while another node runs.
         lock = _acquire_machine_lock()
         try:
@@ -905,7 +959,8 @@ class Node:
 
     def _record(self) -> None:
         pids = {name: process.pid for name, process in self._processes.items()}
-        self.layout.state_file.write_text(NodeState(self.name, self.network, pids).to_json())
+        store = str(self.layout.image_store) if self.layout.image_store else None
+        self.layout.state_file.write_text(NodeState(self.name, self.network, pids, store).to_json())
 
     def _start_components(self) -> None:
         layout = self.layout
@@ -921,6 +976,8 @@ class Node:
         self._wait(
             "containerd", lambda: _run([str(tool), str(self.containerd_socket), "list"], check=False).returncode == 0
         )
+        # Pods an earlier, killed node left in a kept image store: remove them before the kubelet starts.
+        _run([str(tool), str(self.containerd_socket), "teardown"], timeout=180)
         self.import_image(image)
         self._spawn("kube-proxy", [str(self.binaries / "kube-proxy"), f"--config={self.layout.kube_proxy_config}"])
         kubelet_kubeconfig = self.layout.kubelet_dir / "kubeconfig"
@@ -976,12 +1033,11 @@ class Node:
     # --- stopping ---------------------------------------------------------------------------------
 
     def _teardown(self) -> None:
-        state = (
-            NodeState.from_json(self.layout.state_file.read_text())
-            if self.layout.state_file.exists()
-            else NodeState(self.name, self.network)
-        )
-        _teardown(self.layout, state, self._processes)
+        store = str(self.layout.image_store) if self.layout.image_store else None
+        state = NodeState(self.name, self.network, {}, store)
+        with contextlib.suppress(FileNotFoundError):
+            state = NodeState.from_json(self.layout.state_file.read_text())
+        _teardown(state.layout(self.layout.root), state, self._processes)
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -1017,7 +1073,7 @@ def _teardown(layout: NodeLayout, state: NodeState, running: dict[str, procs.Pro
     _stop_component("kube-proxy", state, layout, running)
     _stop_component("containerd", state, layout, running)
     _kill_runtime_leftovers(layout, state.name)
-    stuck = _unmount_all(layout.roots)
+    stuck = _unmount_all(layout.mount_roots)
     _delete_links(state.network)
     _clean_iptables(state.network.cni_name)
     _remove_log_links(layout.pod_logs)
@@ -1039,7 +1095,7 @@ def _remove_tree(root: Path) -> None:
 def node_leftovers(layout: NodeLayout, name: str, network: NodeNetwork) -> list[str]:
     """Processes, mounts, devices, iptables rules, cgroups and directories of a node that still exist."""
     problems = [f"process {pid}: {' '.join(argv)[:120]}" for pid, argv in _owned(layout).items()]
-    problems += [f"mount {point}" for point in mounts_under(Path("/proc/self/mountinfo").read_text(), layout.roots)]
+    problems += [f"mount {point}" for point in _mounts_now(layout.mount_roots)]
     problems += [f"device {port} (on {network.bridge})" for port in bridge_ports(network.bridge)]
     problems += [f"device {network.bridge}"] if link_exists(network.bridge) else []
     problems += iptables_leftovers(network.cni_name)
