@@ -26,7 +26,7 @@ from headrace.testbed.controlplane import (
 )
 from headrace.testbed.operator_process import OperatorProcess, install_crds
 
-from .helm import CHART, by_kind, render
+from .helm import CHART, by_kind, prometheus_operator_crds, render
 from .operator_needs import (
     CLUSTER_NEEDS_ALWAYS,
     CLUSTER_NEEDS_WATCHING_NAMESPACES,
@@ -102,6 +102,40 @@ def test_a_manifest_the_api_server_refuses_fails_the_dry_run(kube_api: ApiClient
     with pytest.raises(ApiException) as refused:
         _apply(kube_api, [broken], dry_run=True)
     assert refused.value.status == 422
+
+
+@pytest.fixture
+def prometheus_operator_api(kube_api: ApiClient) -> Iterator[None]:
+    """The Prometheus Operator's ServiceMonitor and PodMonitor CRDs, served for one test."""
+    extensions = client.ApiextensionsV1Api(kube_api)
+    crds = prometheus_operator_crds()
+    for manifest in crds:
+        extensions.create_custom_resource_definition(manifest)
+    try:
+        for manifest in crds:
+            _wait_for(lambda name=manifest["metadata"]["name"]: _established(extensions, name), 30, "the CRD")
+        yield
+    finally:
+        for manifest in crds:
+            extensions.delete_custom_resource_definition(manifest["metadata"]["name"])
+
+
+def _established(extensions: Any, name: str) -> bool:
+    conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+    return any(condition.type == "Established" and condition.status == "True" for condition in conditions)
+
+
+def test_monitors_follow_the_clusters_capabilities_and_pass_a_dry_run(
+    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    values = {"metrics": {"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}}}
+    without = render(tmp_path, values, namespace=namespace, kubeconfig=control_plane.kubeconfig)
+    assert not by_kind(without, "ServiceMonitor") and not by_kind(without, "PodMonitor")
+    request.getfixturevalue("prometheus_operator_api")
+    manifests = render(tmp_path, values, namespace=namespace, kubeconfig=control_plane.kubeconfig)
+    assert len(by_kind(manifests, "ServiceMonitor")) == 1
+    assert len(by_kind(manifests, "PodMonitor")) == 1
+    _apply(kube_api, manifests, dry_run=True)
 
 
 # --------------------------------------------------------------------------------------- RBAC --
