@@ -253,14 +253,19 @@ def command_up(timeout_seconds: float = UP_TIMEOUT_SECONDS) -> int:
     state = _read_state()
     action = up_action(state, state is not None and procs.pid_exists(state.supervisor_pid))
     began = time.monotonic()
-    if action == "clean-then-start" or (action == "start" and _run_dir().exists()):
-        command_down()
+    if (action == "clean-then-start" or (action == "start" and _run_dir().exists())) and command_down() != 0:
+        print("error: could not clean up what an earlier cluster left (see above)", file=sys.stderr)
+        return 1
     if action in ("start", "clean-then-start"):
         pid = _spawn_supervisor(_run_dir())
     else:
         assert state is not None
         pid = state.supervisor_pid
-    ready = _wait_until_ready(pid, timeout_seconds)
+    try:
+        ready = _wait_until_ready(pid, timeout_seconds)
+    except RuntimeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     if action != "already-up":
         print(f"# cluster up in {time.monotonic() - began:.1f}s", file=sys.stderr)
     print(f"export KUBECONFIG={ready.kubeconfig}")
