@@ -312,3 +312,34 @@ def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
             assert app["status"]["phase"] == "Deploying"
         log = operator.log_path.read_text()
         assert "403" not in log and "Forbidden" not in log and "forbidden" not in log, log[-4000:]
+
+
+# ------------------------------------------------------------- Pod Security Standard: restricted --
+
+
+def _operator_pod(manifests: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
+    (deployment,) = by_kind(manifests, "Deployment")
+    template = deployment["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "operator-pss-check", "namespace": namespace, "labels": template["metadata"]["labels"]},
+        "spec": template["spec"],
+    }
+
+
+def test_the_operator_pod_meets_the_restricted_pod_security_standard(
+    kube_api: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.patch_namespace(namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    manifests = render(tmp_path, namespace=namespace)
+    _apply(kube_api, by_kind(manifests, "ServiceAccount"), dry_run=False)
+    pod = _operator_pod(manifests, namespace)
+    core.create_namespaced_pod(namespace, pod, dry_run="All")
+    loose = {**pod, "spec": {**pod["spec"], "securityContext": {}}}
+    loose["spec"]["containers"] = [{**container, "securityContext": {}} for container in pod["spec"]["containers"]]
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(namespace, loose, dry_run="All")
+    assert refused.value.status == 403
+    assert "restricted" in str(refused.value.body)

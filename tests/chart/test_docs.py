@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from headrace.api import docs, models
@@ -100,3 +102,10 @@ def test_metrics_reference_lists_every_exported_metric() -> None:
     counters_and_gauges = {name for name in documented if not name.endswith(("_bucket", "_sum", "_count"))}
     missing = sorted(name for name in counters_and_gauges if f"`{name}`" not in guide)
     assert not missing, f"docs/metrics.md does not describe {missing}"
+
+
+def test_the_documented_command_writes_the_reference() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "headrace.api.docs"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert completed.stdout == (DOCS / "reference.md").read_text()
