@@ -27,6 +27,7 @@ from .harness import TOKEN, RuntimeProcess, commits, expected_counts, write_even
 pytestmark = pytest.mark.spark
 
 FILES, EVENTS_PER_FILE = 24, 30
+LOCAL_CLUSTER = "local-cluster[2,1,1024]"  # a standalone master with two workers: executors can change
 
 
 @dataclass
@@ -95,6 +96,19 @@ def cadence_gaps(times: list[float], start: float, end: float) -> tuple[list[flo
     return during, outside
 
 
+def registered_executors(process: RuntimeProcess) -> int | None:
+    return process.request("GET", contract.PATH_STATUS)[1]["executors"]["registered"]  # type: ignore[no-any-return]
+
+
+def rescale(process: RuntimeProcess, executors: int) -> tuple[int, int | None]:
+    """Ask for ``executors``; return the HTTP status and how many registered within two minutes."""
+    status, _ = process.request("POST", contract.PATH_RESCALE, {"executors": executors})
+    deadline = time.monotonic() + 120
+    while status == 200 and registered_executors(process) != executors and time.monotonic() < deadline:
+        time.sleep(1)
+    return status, registered_executors(process)
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("savepoints")
@@ -105,12 +119,13 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 @pytest.fixture(scope="module")
 def first_run(workspace: Workspace) -> Workspace:
     """Run, probe the endpoints, savepoint A while running, keep running, then SIGKILL."""
-    process = workspace.process("r1", "sink")
+    process = workspace.process("r1", "sink", HEADRACE_LOCAL_MASTER=LOCAL_CLUSTER)
     checkpoint = workspace.root / "r1" / "q0"
     try:
         process.start()
         process.wait_until(lambda: len(commits(checkpoint)) >= 3, 300, "three commits")
         observed = workspace.observations
+        observed["rescale"] = [rescale(process, 1), rescale(process, 2)]
         observed["no_token"] = process.request("GET", contract.PATH_STATUS, token=None)[0]
         observed["wrong_token"] = process.request("POST", contract.PATH_SAVEPOINT, {}, token="not-" + TOKEN)[0]
         observed["status"] = process.request("GET", contract.PATH_STATUS)
@@ -138,6 +153,7 @@ def stopped_run(first_run: Workspace, reader_spark: Any) -> Workspace:
     try:
         process.start()
         process.wait_until(lambda: len(commits(checkpoint)) >= restored_batch + 4, 300, "commits after restore")
+        workspace.observations["rescale_local"] = process.request("POST", contract.PATH_RESCALE, {"executors": 3})
         status, record = process.request("POST", contract.PATH_STOP_WITH_SAVEPOINT, {"reason": "upgrade"})
         workspace.observations["stop_status"] = status
         workspace.observations["stop_exit"] = process.wait(timeout=120)
@@ -155,11 +171,41 @@ def sentinel(workspace: Workspace) -> None:
     write_sentinel(workspace.inputs, FILES)
 
 
-def run_to_completion(process: RuntimeProcess, timeout: float = 400) -> int:
+@pytest.fixture(scope="module")
+def restores(stopped_run: Workspace, sentinel: None) -> dict[str, tuple[int, RuntimeProcess]]:
+    """Every restore of A and B at once (independent checkpoints and sinks); exit code per run."""
+    workspace = stopped_run
+    savepoint_a, savepoint_b = workspace.savepoints["A"]["path"], workspace.savepoints["B"]["path"]
+    bounded = {contract.ENV_MODE: "bounded"}
+    processes = {
+        # B (stop-with-savepoint) into the sink it was taken with, run to the end.
+        "r3": workspace.process("r3", "sink2", **{contract.ENV_RESTORE_FROM: savepoint_b, **bounded}),
+        # B repartitioned 2 -> 3 into a new sink.
+        "r4": workspace.process(
+            "r4",
+            "sink-r4",
+            **{
+                contract.ENV_RESTORE_FROM: savepoint_b,
+                contract.ENV_STATE_PARTITIONS: "3",
+                contract.ENV_ALLOW_REPARTITION: "true",
+                **bounded,
+            },
+        ),
+        # Refusals: partitions changed without permission; stateful operator changed; A into the
+        # first run's sink, which committed batches after A.
+        "r5": workspace.process(
+            "r5", "sink-r5", **{contract.ENV_RESTORE_FROM: savepoint_b, contract.ENV_STATE_PARTITIONS: "3"}
+        ),
+        "r6": workspace.process("r6", "sink-r6", "dedupe", **{contract.ENV_RESTORE_FROM: savepoint_b}),
+        "r7": workspace.process("r7", "sink", **{contract.ENV_RESTORE_FROM: savepoint_a}),
+    }
     try:
-        return process.start().wait(timeout=timeout)
+        for process in processes.values():
+            process.start()
+        return {run: (process.wait(timeout=900), process) for run, process in processes.items()}
     finally:
-        process.kill()
+        for process in processes.values():
+            process.kill()
 
 
 def test_control_endpoint_refuses_missing_or_wrong_token(first_run: Workspace) -> None:
@@ -216,73 +262,56 @@ def test_stop_with_savepoint_exits_0_at_a_batch_boundary(stopped_run: Workspace)
     assert offsets == record["queries"][0]["batchId"] == max(commits(query))
 
 
-def test_running_savepoint_is_refused_into_a_sink_that_moved_on(first_run: Workspace) -> None:
-    """The killed first run's sink committed batches after A: restoring A there would break state."""
-    record = first_run.savepoints["A"]
-    process = first_run.process("r7", "sink", **{contract.ENV_RESTORE_FROM: record["path"]})
-    assert run_to_completion(process, timeout=300) == contract.EXIT_RESTORE_INCOMPATIBLE, process.log()[-4000:]
-    termination = process.termination()
-    assert termination["reason"] == "RestoreIncompatible"
-    assert "already committed batches" in termination["message"]
-    assert max(commits(first_run.root / "r7" / "q0")) == record["queries"][0]["batchId"]
+def test_rescale_changes_executors_in_place(first_run: Workspace, stopped_run: Workspace) -> None:
+    assert first_run.observations["rescale"] == [(200, 1), (200, 2)]
+    status, body = stopped_run.observations["rescale_local"]
+    assert status == 409
+    assert "does not support changing executors" in body["error"]
 
 
 def test_restored_runs_give_the_output_of_an_uninterrupted_run(
-    stopped_run: Workspace, sentinel: None, reader_spark: Any
+    stopped_run: Workspace, restores: dict[str, tuple[int, RuntimeProcess]], reader_spark: Any
 ) -> None:
     """A (taken while running) restored into a new sink, then B (stop) restored into that sink."""
-    process = stopped_run.process(
-        "r3", "sink2", **{contract.ENV_RESTORE_FROM: stopped_run.savepoints["B"]["path"], contract.ENV_MODE: "bounded"}
-    )
-    assert run_to_completion(process) == contract.EXIT_OK, process.log()[-4000:]
+    code, process = restores["r3"]
+    assert code == contract.EXIT_OK, process.log()[-4000:]
     final = combined(stopped_run.observations["sink1_up_to_A"], sink_rows(reader_spark, stopped_run.root / "sink2"))
     assert final == expected_rows()
     savepoint = Path(stopped_run.savepoints["B"]["path"].removeprefix("file:"))
     assert not (savepoint / "q0" / "commits" / str(stopped_run.savepoints["B"]["queries"][0]["batchId"] + 1)).exists()
 
 
-def test_repartitioned_restore_is_exact(stopped_run: Workspace, sentinel: None, reader_spark: Any) -> None:
-    process = stopped_run.process(
-        "r4",
-        "sink-repartitioned",
-        **{
-            contract.ENV_RESTORE_FROM: stopped_run.savepoints["B"]["path"],
-            contract.ENV_MODE: "bounded",
-            contract.ENV_STATE_PARTITIONS: "3",
-            contract.ENV_ALLOW_REPARTITION: "true",
-        },
-    )
-    assert run_to_completion(process) == contract.EXIT_OK, process.log()[-4000:]
+def test_repartitioned_restore_is_exact(
+    stopped_run: Workspace, restores: dict[str, tuple[int, RuntimeProcess]], reader_spark: Any
+) -> None:
+    code, process = restores["r4"]
+    assert code == contract.EXIT_OK, process.log()[-4000:]
     state = stopped_run.root / "r4" / "q0" / "state" / "0"
     assert sorted(name for name in os.listdir(state) if name.isdigit()) == ["0", "1", "2"]
     final = combined(
         stopped_run.observations["sink1_up_to_A"],
         stopped_run.observations["sink2_at_B"],
-        sink_rows(reader_spark, stopped_run.root / "sink-repartitioned"),
+        sink_rows(reader_spark, stopped_run.root / "sink-r4"),
     )
     assert final == expected_rows()
 
 
 @pytest.mark.parametrize(
-    ("run", "variant", "partitions", "message"),
+    ("run", "savepoint", "message"),
     [
-        ("r5", "window", "3", "state partitions changed from 2 (savepoint) to 3"),
-        ("r6", "dedupe", "2", "stateful operator #0 changed from stateStoreSave to dedupe"),
+        ("r5", "B", "state partitions changed from 2 (savepoint) to 3"),
+        ("r6", "B", "stateful operator #0 changed from stateStoreSave to dedupe"),
+        ("r7", "A", "already committed batches"),
     ],
 )
 def test_incompatible_restore_is_refused_before_any_batch(
-    stopped_run: Workspace, run: str, variant: str, partitions: str, message: str
+    stopped_run: Workspace, restores: dict[str, tuple[int, RuntimeProcess]], run: str, savepoint: str, message: str
 ) -> None:
-    record = stopped_run.savepoints["B"]
-    process = stopped_run.process(
-        run,
-        f"sink-{run}",
-        variant,
-        **{contract.ENV_RESTORE_FROM: record["path"], contract.ENV_STATE_PARTITIONS: partitions},
-    )
-    assert run_to_completion(process, timeout=300) == contract.EXIT_RESTORE_INCOMPATIBLE, process.log()[-4000:]
+    code, process = restores[run]
+    assert code == contract.EXIT_RESTORE_INCOMPATIBLE, process.log()[-4000:]
     termination = process.termination()
     assert termination["reason"] == "RestoreIncompatible"
     assert message in termination["message"]
-    assert max(commits(stopped_run.root / run / "q0")) == record["queries"][0]["batchId"]
-    assert not list((stopped_run.root / f"sink-{run}").glob("*.parquet"))
+    assert max(commits(stopped_run.root / run / "q0")) == stopped_run.savepoints[savepoint]["queries"][0]["batchId"]
+    if run != "r7":
+        assert not list((stopped_run.root / f"sink-{run}").glob("*.parquet"))

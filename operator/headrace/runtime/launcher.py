@@ -13,12 +13,14 @@ import logging
 import os
 import runpy
 import shutil
+import signal
 import sys
 import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from pyspark.errors import StreamingQueryException
 
@@ -32,7 +34,16 @@ from headrace.runtime.settings import RuntimeSettings, SettingsError, settings_f
 from headrace.runtime.sparkconf import prepare_conf_dir
 
 log = logging.getLogger("headrace.runtime")
+TERMINATED = termination.failed("Terminated", "SIGTERM: stopped without a savepoint, resumable from the checkpoint")
 USAGE = "usage: python -m headrace.runtime <script.py> [script arguments...]"
+
+
+class TerminationRequestedError(BaseException):
+    """SIGTERM arrived (the pod is being deleted): stop the queries and exit."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise TerminationRequestedError(f"signal {signum}")
 
 
 def utc_now() -> datetime:
@@ -47,6 +58,8 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
         runpy.run_path(script, run_name="__main__")
     except RestoreIncompatibleError as error:
         return termination.restore_incompatible(str(error))
+    except TerminationRequestedError:
+        return TERMINATED
     except SystemExit as exit_request:
         if exit_request.code not in (None, 0) and not agent.stopping:
             return termination.failed("ScriptExited", f"the script exited with {exit_request.code}")
@@ -88,9 +101,13 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     agent = Agent(settings, metrics, utc_now)
     metrics_server, control = _start_servers(settings, agent, metrics)
     uninstall = patching.install(agent)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return run_script(script, argv[1:], agent)
+    except TerminationRequestedError:
+        return TERMINATED
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         uninstall()
         try:
             agent.shutdown_spark()
