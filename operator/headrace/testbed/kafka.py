@@ -168,7 +168,7 @@ class KafkaBroker:
     def _admin(self, **config: Any) -> Any:
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap_servers, **config})
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 4, **config})
 
     def _answers(self) -> bool:
         try:
@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             broker.create_topic(name, int(partitions or 1))
         print(f"Kafka {KAFKA_VERSION} on {broker.bootstrap_servers} (started in {broker.start_seconds:.1f}s)")
         print(f"log: {broker.log_path}; Ctrl-C stops it and removes {broker.workdir}", flush=True)
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
+            signal.signal(signum, signal.default_int_handler)
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
     return 0
