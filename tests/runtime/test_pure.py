@@ -15,7 +15,7 @@ from headrace.runtime.checkpoint_files import (
 )
 from headrace.runtime.control import authorized
 from headrace.runtime.progress import kafka_backlog, summarize, watermark_lag_seconds
-from headrace.runtime.restore import operator_problems, partition_decision, plan_operators
+from headrace.runtime.restore import operator_problems, partition_decision, plan_operators, sink_ahead_problem
 from headrace.runtime.settings import SettingsError, settings_from_env
 from headrace.runtime.sparkconf import merged_conf, parse_spark_defaults, render_spark_defaults
 
@@ -236,3 +236,11 @@ def test_bearer_token_check() -> None:
     assert not authorized(None, "s3cret")
     assert not authorized("Basic s3cret", "s3cret")
     assert not authorized("Bearer anything", None)
+
+
+def test_sink_ahead_problem() -> None:
+    assert sink_ahead_problem("/out", 5, None) is None
+    assert sink_ahead_problem("/out", 5, 5) is None
+    problem = sink_ahead_problem("/out", 5, 8)
+    assert problem is not None
+    assert "already committed batches 6..8 after the savepoint's batch 5" in problem

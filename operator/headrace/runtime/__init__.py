@@ -4,7 +4,7 @@ Owns: launching unmodified PySpark Structured Streaming scripts with managed che
 (``launcher``, ``patching``), the Spark configuration only the pod knows (``sparkconf``), the
 authenticated control endpoint (``control``), Prometheus metrics and the query listener
 (``metrics``, ``listener``, ``progress``), savepoints and restores through Hadoop's FileSystem API
-(``checkpoint_files``, ``hadoop_fs``, ``savepoint``, ``restore``), exit codes and the termination
+(``checkpoint_files``, ``hadoop_fs``, ``savepoint``, ``restore``, ``restoring``), exit codes and the termination
 message (``termination``).
 Never: imports kopf, kubernetes or the operator's controller, adapters or handlers; the only
 contract with the operator is :mod:`headrace.api.runtime_contract`.

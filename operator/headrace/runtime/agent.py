@@ -1,10 +1,10 @@
 """The runtime's state inside the driver: query starts, restore, progress, control actions.
 
-Owns: what happens when the script starts a query (managed checkpoint, bounded trigger, restore
-copy and compatibility check before the query runs, tracking), listener events, the control
-actions (status, savepoint, stop-with-savepoint, rescale) and waiting for the queries to end.
-Never: parses HTTP or the environment, patches PySpark (``patching``), or decides file selection
-(``checkpoint_files``).
+Owns: what happens when the script starts a query (managed checkpoint, bounded trigger, handing
+it to the ``Restorer`` before it runs, tracking), listener events, the control actions (status,
+savepoint, stop-with-savepoint, rescale) and waiting for the queries to end.
+Never: parses HTTP or the environment, patches PySpark (``patching``), decides file selection
+(``checkpoint_files``) or restore compatibility (``restore``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from headrace.runtime import termination
-from headrace.runtime.checkpoint_files import StatefulOperator, last_batch_id
+from headrace.runtime.checkpoint_files import last_batch_id
 from headrace.runtime.control import ActionError
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.listener import RuntimeListener
@@ -30,40 +30,18 @@ from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.patching import StartCall
 from headrace.runtime.progress import summarize
 from headrace.runtime.registry import QueryRegistry, TrackedQuery
-from headrace.runtime.restore import (
-    COMPACT_INTERVAL_CONF,
-    RestoreIncompatibleError,
-    copy_savepoint_query,
-    current_partitions,
-    operator_problems,
-    partition_decision,
-    plan_operators,
-    repartition_checkpoint,
-    seed_file_sink_log,
-)
+from headrace.runtime.restoring import Restorer
 from headrace.runtime.savepoint import (
     SavepointContext,
     SavepointError,
     SavepointSource,
     default_path,
-    read_savepoint,
     take_savepoint,
 )
 from headrace.runtime.settings import RuntimeSettings
 
 log = logging.getLogger(__name__)
 EXIT_GRACE_SECONDS = 10.0
-
-
-def explain_plan(writer: DataStreamWriter) -> str:
-    """The physical plan of the query a writer would start (stateful operators carry opIds)."""
-    frame = writer._df
-    jvm: Any = frame.sparkSession._jvm
-    return str(jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple"))
-
-
-def saved_operators(query: dict[str, Any]) -> list[StatefulOperator]:
-    return [StatefulOperator(int(item["id"]), str(item["name"]), item.get("partitions")) for item in query["operators"]]
 
 
 class Agent:
@@ -76,7 +54,7 @@ class Agent:
         self._now = now
         self._spark: SparkSession | None = None
         self._fs: HadoopFileSystem | None = None
-        self._savepoint: dict[str, Any] | None = None
+        self._restorer: Restorer | None = None
         self._operation = threading.Lock()  # one savepoint or stop at a time
         self._start_lock = threading.RLock()
         self._stopping = threading.Event()
@@ -106,8 +84,8 @@ class Agent:
                 sink_path=call.sink_path,
                 sink_format=call.format,
             )
-            if managed:
-                self._check_restore(tracked)
+            if managed and self._restorer is not None:
+                self._restorer.prepare(tracked)
             tracked.handle = launch()
             self.registry.add(tracked)
             self.metrics.register_query(key)
@@ -136,95 +114,8 @@ class Agent:
         self._fs = HadoopFileSystem.of_session(spark)
         spark.streams.addListener(RuntimeListener(self))
         if self.settings.restore_from:
-            self._copy_savepoint(self.settings.restore_from)
-
-    def _copy_savepoint(self, path: str) -> None:
-        assert self._fs is not None
-        if not self.settings.checkpoint_dir:
-            raise RestoreIncompatibleError("HEADRACE_RESTORE_FROM needs HEADRACE_CHECKPOINT_DIR to restore into")
-        try:
-            self._savepoint = read_savepoint(self._fs, path)
-        except SavepointError as error:
-            raise RestoreIncompatibleError(str(error)) from None
-        for query in self._savepoint["queries"]:
-            if query.get("batchId") is None:
-                continue
-            target = join(self.settings.checkpoint_dir, query["key"])
-            source = {"savepoint": path, "key": query["key"], "batchId": query["batchId"]}
-            if copy_savepoint_query(self._fs, join(path, query["key"]), target, source):
-                log.info("restored query %s at batch %s from %s", query["key"], query["batchId"], path)
-
-    def _check_restore(self, tracked: TrackedQuery) -> None:
-        """Refuse an incompatible restore, or repartition the copy, before the query runs."""
-        saved = self._saved_query(tracked.key)
-        if saved is None:
-            return
-        assert self._fs is not None
-        assert self._spark is not None
-        operators = saved_operators(saved)
-        planned = plan_operators(explain_plan(tracked.writer))
-        problems = operator_problems(operators, planned)
-        if problems:
-            raise RestoreIncompatibleError(f"query {tracked.key}: " + "; ".join(problems))
-        decision = partition_decision(
-            current_partitions(self._fs, tracked.checkpoint),
-            self.settings.state_partitions,
-            self.settings.allow_repartition,
-            self.settings.state_backend,
-            stateful=bool(operators or planned),
-        )
-        if decision.action == "refuse":
-            raise RestoreIncompatibleError(f"query {tracked.key}: {decision.message}")
-        if decision.action == "repartition":
-            assert self.settings.state_partitions is not None
-            batch = repartition_checkpoint(
-                self._spark, tracked.checkpoint, self.settings.state_partitions, tracked.file_sink_path
-            )
-            log.info("query %s: %s; repartitioned as batch %d", tracked.key, decision.message, batch)
-        if tracked.file_sink_path:
-            self._check_sink_not_ahead(tracked, stateful=bool(operators or planned))
-            self._seed_new_file_sink(tracked)
-
-    def _check_sink_not_ahead(self, tracked: TrackedQuery, stateful: bool) -> None:
-        """Refuse a stateful restore into a file sink that committed batches after the savepoint.
-
-        Spark's file sink skips batch ids its log already has, and a skipped batch never runs its
-        stateful operators, so their state versions would be missing and the checkpoint broken.
-        """
-        assert self._fs is not None
-        assert tracked.file_sink_path is not None
-        committed = last_batch_id(self._fs.list_names(join(tracked.checkpoint, "commits")))
-        sink_batch = last_batch_id(self._fs.list_names(join(tracked.file_sink_path, "_spark_metadata")))
-        if committed is None or sink_batch is None or sink_batch <= committed:
-            return
-        message = (
-            f"query {tracked.key}: the file sink {tracked.file_sink_path} already committed batches "
-            f"{committed + 1}..{sink_batch} after the savepoint's batch {committed}"
-        )
-        if stateful:
-            raise RestoreIncompatibleError(
-                f"{message}; Spark would skip them without updating state. Restore into a new output path, "
-                "or use a savepoint taken with stop-with-savepoint"
-            )
-        log.warning("%s; Spark skips them, exact only if the replayed batches are identical", message)
-
-    def _seed_new_file_sink(self, tracked: TrackedQuery) -> None:
-        assert self._fs is not None
-        assert self._spark is not None
-        assert tracked.file_sink_path is not None
-        committed = last_batch_id(self._fs.list_names(join(tracked.checkpoint, "commits")))
-        interval = int(self._spark.conf.get(COMPACT_INTERVAL_CONF, "10") or "10")
-        if committed is not None and seed_file_sink_log(self._fs, tracked.file_sink_path, committed, interval):
-            log.info("query %s: new file sink %s starts after batch %d", tracked.key, tracked.file_sink_path, committed)
-
-    def _saved_query(self, key: str) -> dict[str, Any] | None:
-        if self._savepoint is None:
-            return None
-        for query in self._savepoint["queries"]:
-            if query["key"] == key and query.get("batchId") is not None:
-                return dict(query)
-        log.warning("query %s is not in savepoint %s; it starts without state", key, self.settings.restore_from)
-        return None
+            self._restorer = Restorer(self.settings, spark, self._fs)
+            self._restorer.copy_all()
 
     def session_stop_requested(self, session: SparkSession) -> bool:
         log.info("the script asked to stop the SparkSession; the runtime stops it when it exits")

@@ -107,6 +107,17 @@ def partition_decision(
     return PartitionDecision("repartition", change)
 
 
+def sink_ahead_problem(sink: str, committed: int, sink_batch: int | None) -> str | None:
+    """Why restoring at ``committed`` into a file sink whose log reached ``sink_batch`` is unsafe."""
+    if sink_batch is None or sink_batch <= committed:
+        return None
+    return (
+        f"the file sink {sink} already committed batches {committed + 1}..{sink_batch} after the savepoint's "
+        f"batch {committed}, and Spark skips batch ids its sink log has without running their stateful "
+        "operators; restore into a new output path, or use a savepoint taken with stop-with-savepoint"
+    )
+
+
 def current_partitions(fs: HadoopFileSystem, checkpoint: str) -> int | None:
     """The state partitions pinned in a checkpoint's newest offsets log entry."""
     batch = last_committed_batch(f"commits/{name}" for name in fs.list_names(join(checkpoint, "commits")))
