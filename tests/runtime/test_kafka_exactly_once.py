@@ -229,3 +229,19 @@ def test_kafka_windowed_counts_exactly_once_across_sigkills(
     assert sink(reader_spark, output / "tumbling") == as_rows(tumbling)
     assert sink(reader_spark, output / "sliding") == as_rows(sliding)
     assert sum(v for _, _, v in sink(reader_spark, output / "tumbling")) == EVENTS
+
+
+def test_broker_round_trip_and_cleanup() -> None:
+    """The testbed broker itself: keyed records come back once each, and stop() leaves nothing behind."""
+    with KafkaBroker() as broker:
+        broker.create_topic("round-trip", partitions=3)
+        sent = [(f"k{n % 5}", f"v{n}") for n in range(3000)]
+        assert broker.produce("round-trip", sent) == 3000
+        received = broker.consume_all("round-trip")
+        pid, workdir = broker.pid, broker.workdir
+    assert sorted(r.value.decode() for r in received) == sorted(value for _, value in sent)
+    by_key = {r.key: r.partition for r in received}
+    assert all(by_key[r.key] == r.partition for r in received), "one key, one partition"
+    assert pid is not None
+    assert not workdir.exists()
+    assert not procs.pid_exists(pid)

@@ -134,6 +134,11 @@ class KafkaBroker:
         return f"{LOOPBACK}:{self.broker_port}"
 
     @property
+    def pid(self) -> int | None:
+        """Process id of the broker's JVM (the leader of its process group), once started."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def log_path(self) -> Path:
         """Where the JVM's stdout, stderr and log4j output go."""
         return self.workdir / "logs" / "broker.log"
