@@ -84,7 +84,6 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         "spark.executor.memory": spec.executor.memory,
         "spark.driver.cores": str(spec.driver.cores),
         "spark.driver.memory": spec.driver.memory,
-        "spark.driver.bindAddress": "0.0.0.0",  # noqa: S104 - executors connect from other pods
         "spark.driver.port": str(contract.DRIVER_PORT),
         "spark.blockManager.port": str(contract.BLOCK_MANAGER_PORT),
         "spark.ui.port": str(contract.SPARK_UI_PORT),

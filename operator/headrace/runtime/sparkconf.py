@@ -62,7 +62,9 @@ def pod_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, st
     conf: dict[str, str] = {}
     if settings.pod_ip:
         conf["spark.driver.host"] = settings.pod_ip
-        conf.setdefault("spark.driver.bindAddress", "0.0.0.0")  # noqa: S104
+        # Bind to the pod IP, not 0.0.0.0: with spark.kubernetes.executor.useDriverPodIP, Spark 4 advertises the
+        # bind address to executors, and 0.0.0.0 sends them nowhere ("Failed to connect to /0.0.0.0:7078").
+        conf["spark.driver.bindAddress"] = settings.pod_ip
         conf["spark.driver.port"] = base.get("spark.driver.port", str(contract.DRIVER_PORT))
         conf["spark.blockManager.port"] = base.get("spark.blockManager.port", str(contract.BLOCK_MANAGER_PORT))
     if settings.pod_name:
