@@ -221,7 +221,7 @@ def test_kafka_windowed_counts_exactly_once_across_sigkills(
             except Exception:
                 return False
 
-        job.wait_for(complete, 240, "every window in both sinks", interval=3.0)
+        job.wait_for(complete, 420, "every window in both sinks", interval=3.0)
     finally:
         job.kill()
     print(f"seed {seed}; kills (commits so far, delay s): {kill_log}")
