@@ -1,0 +1,212 @@
+"""Scenario helpers for end-to-end tests and benchmarks of the windowed-counts example on a cluster.
+
+Owns: click events with known content written as files a pod reads (atomically, with distinct
+increasing modification times), the example's StreamingApp pointed at a hostPath shared with this
+process, watching the app's pods and committed batches, and the exact expected window counts.
+Never: asserts (tests do) or starts clusters (the cluster module does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import client
+
+from headrace.api import models, names
+
+APP = "windowed-counts"
+BASE = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+EVENTS_PER_FILE = 120
+PAGES = ("/", "/pricing", "/docs/start", "/blog/launch", "/signup")
+REPOSITORY = Path(__file__).resolve().parents[3]
+T = TypeVar("T")
+
+
+def click(number: int) -> dict[str, Any]:
+    """Click event `number`: a page view every 0.5 s of event time, cycling through PAGES."""
+    moment = BASE + timedelta(milliseconds=500 * number)
+    page = PAGES[number % len(PAGES)]
+    return {
+        "event_id": f"e{number}",
+        "user_id": f"u{number % 17}",
+        "event_type": "page_view",
+        "url": page + ("?utm=x" if number % 3 == 0 else ""),
+        "referrer": None,
+        "event_time": moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+    }
+
+
+FLUSH = 10_000_000  # an event this far in event time moves the watermark past every earlier window
+
+
+class ClickFiles:
+    """Writes JSON-lines files atomically with distinct increasing modification times (thread-safe)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.files = 0
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def write(self, events: list[dict[str, Any]]) -> None:
+        """One new file holding `events`."""
+        with self._lock:
+            name = f"part-{self.files:05d}.json"
+            hidden = self.directory / f".{name}.tmp"
+            hidden.write_text("".join(json.dumps(event) + "\n" for event in events))
+            stamp = time.time() + self.files * 0.001
+            os.utime(hidden, (stamp, stamp))
+            hidden.rename(self.directory / name)
+            self.files += 1
+            self.events += events
+
+    def next_file(self) -> None:
+        """A file of the next EVENTS_PER_FILE clicks."""
+        first = len([event for event in self.events if event["event_id"] != f"e{FLUSH}"])
+        self.write([click(number) for number in range(first, first + EVENTS_PER_FILE)])
+
+    def flush(self) -> None:
+        """The far-future event that closes every window."""
+        self.write([click(FLUSH)])
+
+    def counted(self) -> list[dict[str, Any]]:
+        """The events that land in closed windows (all but the flush event)."""
+        return [event for event in self.events if event["event_id"] != f"e{FLUSH}"]
+
+
+class Writer:
+    """Keeps adding click files every `interval` seconds in a thread, until stopped."""
+
+    def __init__(self, files: ClickFiles, interval: float = 1.5) -> None:
+        self.files, self.interval = files, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.files.next_file()
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def expected_tumbling_counts(events: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """Views per (1-minute window start, page), computed directly from the input."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for event in events:
+        moment = datetime.strptime(event["event_time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        window = moment.replace(second=0, microsecond=0).strftime("%Y-%m-%d %H:%M:%S")
+        counts[(window, event["url"].split("?")[0])] += 1
+    return counts
+
+
+def windowed_counts_manifest(data_dir: Path, **spec_overrides: Any) -> dict[str, Any]:
+    """The example's own streamingapp.yaml, reading and writing files on a hostPath shared with us."""
+    manifest: dict[str, Any] = yaml.safe_load((REPOSITORY / "apps" / APP / "streamingapp.yaml").read_text())
+    manifest["metadata"].pop("namespace", None)
+    spec = manifest["spec"]
+    spec["application"]["args"] = [
+        "--source", "files", "--input", "/data/input", "--output", "file:///data/output",
+        "--trigger-seconds", "2", "--window", "1 minute", "--watermark", "30 seconds",
+    ]  # fmt: skip
+    spec["state"].update({"checkpointDir": "file:///data/state", "savepointDir": "file:///data/savepoints"})
+    spec["volumes"] = [{"name": "data", "hostPath": {"path": str(data_dir), "type": "Directory"}}]
+    spec["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    spec["driver"] = {"cores": 1, "memory": "768m", "coreRequest": "250m"}
+    spec["executor"] = {"instances": 1, "cores": 1, "memory": "768m", "coreRequest": "250m"}
+    spec["upgradeMode"] = "last-state"
+    spec["savepoints"] = {"retain": 3}
+    spec.update(spec_overrides)
+    return manifest
+
+
+def prepare_data_dir(root: Path, name: str) -> Path:
+    """A data directory (input, output, state, savepoints) writable by the Spark image's user."""
+    data = root / name
+    for sub in ("input", "output", "state", "savepoints"):
+        (data / sub).mkdir(parents=True, exist_ok=True)
+        (data / sub).chmod(0o777)
+    data.chmod(0o777)
+    return data
+
+
+class AppHandle:
+    """One StreamingApp on a cluster, seen through the API and the shared data directory."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, data: Path, name: str = APP) -> None:
+        self.namespace, self.data, self.name = namespace, data, name
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.input = ClickFiles(data / "input")
+
+    def app(self) -> dict[str, Any]:
+        """The StreamingApp as stored."""
+        result: Any = self.custom.get_namespaced_custom_object(
+            models.GROUP, models.VERSION, self.namespace, models.APP_PLURAL, self.name
+        )
+        return dict(result)
+
+    def status(self) -> dict[str, Any]:
+        """Its status (empty until the operator writes one)."""
+        return dict(self.app().get("status") or {})
+
+    def patch_spec(self, spec: dict[str, Any]) -> None:
+        """Merge-patch its spec."""
+        self.custom.patch_namespaced_custom_object(
+            models.GROUP, models.VERSION, self.namespace, models.APP_PLURAL, self.name, {"spec": spec}
+        )
+
+    def pods(self, role: str) -> list[Any]:
+        """Its driver or executor pods."""
+        label = f"{names.APP}={self.name},{names.ROLE}={role}"
+        return list(self.core.list_namespaced_pod(self.namespace, label_selector=label).items)
+
+    def running(self, role: str) -> list[Any]:
+        """Its running pods of a role that are not being deleted."""
+        return [
+            pod for pod in self.pods(role) if pod.status.phase == "Running" and pod.metadata.deletion_timestamp is None
+        ]
+
+    def commits(self) -> list[Path]:
+        """Committed batches of every query of every run, oldest first."""
+        return sorted(self.data.glob("state/**/commits/[0-9]*"), key=lambda path: path.stat().st_mtime)
+
+    def commits_after(self, moment: float) -> list[Path]:
+        """Batches committed after a wall-clock time."""
+        return [path for path in self.commits() if path.stat().st_mtime > moment]
+
+    def diagnostics(self) -> str:
+        """Status and the tail of each pod's log, for failure messages."""
+        lines = [json.dumps(self.status(), indent=1)[:4000]]
+        for pod in self.pods(names.ROLE_DRIVER) + self.pods(names.ROLE_EXECUTOR):
+            lines.append(f"--- {pod.metadata.name}: {pod.status.phase}")
+            try:
+                log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, tail_lines=60)
+                lines.append("\n".join(line for line in log.splitlines() if not line.startswith("\tat ")))
+            except client.ApiException as error:
+                lines.append(f"(no log: {error.reason})")
+        return "\n".join(lines)
+
+    def wait(self, check: Callable[[], T | None], timeout: float, what: str) -> T:
+        """Poll `check` every second until truthy; raise with diagnostics after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.diagnostics()}")
