@@ -1,0 +1,86 @@
+"""A cluster ready for Headrace: the local cluster (or any kubeconfig), the images, the operator by Helm.
+
+Owns: choosing the target (HEADRACE_E2E_KUBECONFIG or a fresh local `Cluster`), importing the images
+built from the Dockerfile, `helm upgrade --install` of the chart, and kubectl/helm calls against it.
+Used by the end-to-end tests and the lifecycle benchmark. Never: asserts anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import config
+from kubernetes.client import ApiClient
+
+from headrace.testbed import build, images
+from headrace.testbed.cluster import Cluster
+from headrace.testbed.scenario import REPOSITORY
+
+OPERATOR_NAMESPACE = "headrace-system"
+
+
+@dataclass
+class Environment:
+    """A kubeconfig, a data directory this process shares with the node, and the tools."""
+
+    kubeconfig: Path
+    data_root: Path
+
+    def _run(self, command: list[str], timeout: float) -> str:
+        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[:3])} ... failed: {result.stdout}\n{result.stderr}")
+        return result.stdout
+
+    def kubectl(self, *args: str) -> str:
+        """The testbed's kubectl against the cluster; stdout, or an error with stderr."""
+        return self._run([str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args], 300)
+
+    def helm(self, *args: str) -> str:
+        """helm against the cluster."""
+        return self._run([str(build.ensure_helm()), "--kubeconfig", str(self.kubeconfig), *args], 600)
+
+    def api_client(self) -> ApiClient:
+        """A kubernetes client for the cluster (close it, or use it in a with block)."""
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def install_operator(self) -> None:
+        """Install (or upgrade) the operator from the repository's chart and wait until it runs."""
+        tag = images.image_ref("operator").rsplit(":", 1)[1]
+        self.helm(
+            "upgrade", "--install", "headrace", str(REPOSITORY / "charts" / "headrace"),
+            "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+            "--set", f"image.tag={tag}", "--set", "logVerbose=true", "--wait", "--timeout", "5m",
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def environment(workdir: Path) -> Iterator[Environment]:
+    """The target cluster with the operator installed; a local cluster is torn down afterwards."""
+    external = os.environ.get("HEADRACE_E2E_KUBECONFIG")
+    if external:
+        data_root = Path(os.environ.get("HEADRACE_E2E_DATA_DIR") or tempfile.mkdtemp(prefix="headrace-e2e-"))
+        target = Environment(Path(external), data_root)
+        target.install_operator()
+        yield target
+        return
+    archives = images.build_all()
+    build.ensure_helm()
+    with Cluster(workdir / "cluster") as cluster:
+        for archive in archives.values():
+            cluster.import_image(archive)
+        data_root = Path(tempfile.mkdtemp(prefix="headrace-e2e-data-"))
+        data_root.chmod(0o777)
+        target = Environment(cluster.kubeconfig, data_root)
+        try:
+            target.install_operator()
+            yield target
+        finally:
+            shutil.rmtree(data_root, ignore_errors=True)
