@@ -36,3 +36,4 @@ down: setup
 bench: setup
 	$(UV) run python bench/operator_scale.py
 	$(UV) run python bench/runtime_overhead.py
+	$(UV) run python bench/lifecycle.py
