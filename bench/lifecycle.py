@@ -10,6 +10,7 @@ Run: `uv run python bench/lifecycle.py`.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -31,7 +32,7 @@ def _first_commit_after(app: scenario.AppHandle, moment: float, timeout: float =
 
 def _gaps(app: scenario.AppHandle, start: float, end: float) -> list[float]:
     stamps = sorted(path.stat().st_mtime for path in app.commits() if start <= path.stat().st_mtime <= end)
-    return [later - earlier for earlier, later in zip(stamps, stamps[1:], strict=False)]
+    return [later - earlier for earlier, later in itertools.pairwise(stamps)]
 
 
 def run(target: Environment) -> dict[str, float]:
