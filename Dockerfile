@@ -88,7 +88,7 @@ RUN mkdir -p /usr/share/man/man1 \
 COPY --from=requirements /requirements/spark.txt /tmp/requirements.txt
 COPY docker/install-requirements.sh docker/build-backends.txt /tmp/
 RUN --mount=type=cache,target=/root/.cache/pip \
-    /tmp/install-requirements.sh /tmp/requirements.txt /tmp/build-backends.txt \
+    bash /tmp/install-requirements.sh /tmp/requirements.txt /tmp/build-backends.txt \
  && rm /tmp/requirements.txt /tmp/install-requirements.sh /tmp/build-backends.txt
 
 FROM spark-dependencies AS connector-jars
@@ -108,7 +108,7 @@ RUN groupadd --system --gid 185 spark \
  && mkdir -p /opt/headrace/bin \
  && chown spark:spark /opt/headrace
 COPY --from=connector-jars /connector-jars/ ${SPARK_HOME}/jars/
-COPY docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
+COPY --chmod=0755 docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
 COPY apps/ /opt/headrace/apps/
 COPY --from=headrace /staging/ /opt/venv/
 LABEL org.opencontainers.image.title="headrace-spark" \
@@ -124,7 +124,7 @@ ARG PIP_CERT
 COPY --from=requirements /requirements/operator.txt /tmp/requirements.txt
 COPY docker/install-requirements.sh docker/build-backends.txt /tmp/
 RUN --mount=type=cache,target=/root/.cache/pip \
-    /tmp/install-requirements.sh /tmp/requirements.txt /tmp/build-backends.txt \
+    bash /tmp/install-requirements.sh /tmp/requirements.txt /tmp/build-backends.txt \
  && pip uninstall --yes pip setuptools
 
 # --- target: operator ------------------------------------------------------------------------------
