@@ -359,6 +359,14 @@ def test_spark_entrypoint_runs_the_headrace_runtime_for_a_driver(containerd: Con
     assert "python -m headrace.runtime" in output
 
 
+@pytest.mark.e2e
+def test_spark_entrypoint_driver_mode_is_spark_submit(containerd: Containerd, spark_image: str) -> None:
+    """`driver` (what spark-submit --deploy-mode cluster puts in a driver pod) runs Spark's spark-submit."""
+    entrypoint = ["/usr/bin/tini", "-s", "--", "/opt/headrace/bin/spark-entrypoint"]
+    output = containerd.run(spark_image, *entrypoint, "driver", "--version", timeout=120)
+    assert re.search(r"version 4\.3\.0", output), output[-3000:]
+
+
 # --- the executor entrypoint against a real driver ----------------------------------------------------
 
 _DRIVER = """
