@@ -6,6 +6,8 @@ the cache of OCI archives under ``~/.cache/headrace/images`` keyed by a digest o
 (an unchanged tree never rebuilds), and importing an archive into a containerd.
 Never: runs a container (``podman run`` cannot set its rlimits here; containers run under
 containerd), pushes anywhere, or writes inside the repository.
+
+Command: ``python -m headrace.testbed.images build [--target operator|spark]``.
 """
 
 from __future__ import annotations
