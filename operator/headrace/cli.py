@@ -58,6 +58,10 @@ def _dev(args: argparse.Namespace) -> int:
         from headrace.testbed import controlplane
 
         return int(controlplane.main(args.rest) or 0)
+    if args.what == "quickstart":
+        from headrace.testbed import quickstart
+
+        return int(quickstart.main(args.rest) or 0)
     import importlib
 
     cluster = importlib.import_module("headrace.testbed.cluster")
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     crds.set_defaults(func=_crds)
     cli_apps.add_commands(commands)
     dev = commands.add_parser("dev", help="local development cluster built from source")
-    dev.add_argument("what", choices=["apiserver", "cluster"])
+    dev.add_argument("what", choices=["apiserver", "cluster", "quickstart"])
     dev.add_argument("rest", nargs=argparse.REMAINDER)
     dev.set_defaults(func=_dev)
     args = parser.parse_args(argv)
