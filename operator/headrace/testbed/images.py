@@ -250,9 +250,11 @@ def _base_rootfs_tarball() -> Path:
 
 def ensure_base_image() -> str:
     """Make ``localhost/debian-base:bookworm`` exist in podman's store (debootstrap only the first time)."""
-    if not _podman_has_image(BASE_IMAGE):
-        tarball = _base_rootfs_tarball()
-        _run(["podman", "import", "--change", 'CMD ["bash"]', str(tarball), BASE_IMAGE])
+    images_cache().mkdir(parents=True, exist_ok=True)
+    with _exclusive(images_cache() / ".base.lock"):
+        if not _podman_has_image(BASE_IMAGE):
+            tarball = _base_rootfs_tarball()
+            _run(["podman", "import", "--change", 'CMD ["bash"]', str(tarball), BASE_IMAGE])
     return BASE_IMAGE
 
 
