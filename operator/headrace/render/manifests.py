@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +92,10 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
     }
     for key, value in {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}.items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
+    # Python code the script imports from its own directory (or, as the example apps do, its parent) must be
+    # importable on executors too, where pickled functions are resolved; the user's sparkConf may override it.
+    script_dir = posixpath.dirname(spec.application.file.removeprefix("local://"))
+    conf["spark.executorEnv.PYTHONPATH"] = f"{script_dir}:{posixpath.dirname(script_dir)}"
     if spec.executor.coreRequest:
         conf["spark.kubernetes.executor.request.cores"] = spec.executor.coreRequest
     if spec.application.packages:

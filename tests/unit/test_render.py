@@ -1,0 +1,67 @@
+"""Rendering: the driver pod, its configuration and RBAC for one attempt."""
+
+from __future__ import annotations
+
+from headrace.api import runtime_contract as contract
+from headrace.render import manifests
+
+from .builders import spec
+
+
+def _attempt(**overrides: object) -> manifests.Attempt:
+    return manifests.Attempt(
+        app="clicks",
+        namespace="analytics",
+        app_uid="uid-1",
+        run=2,
+        attempt=3,
+        spec=spec(**overrides),
+        spec_hash="abc",
+        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r2",
+    )
+
+
+def test_driver_pod_runs_the_script_under_the_runtime_with_the_contract_env() -> None:
+    pod = manifests.driver_pod(_attempt(application={"file": "local:///opt/app/job.py", "args": ["--x", "1"]}))
+    container = pod["spec"]["containers"][0]
+    assert pod["metadata"]["name"] == "clicks-r2-a3-driver"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert container["args"] == ["/opt/app/job.py", "--x", "1"]
+    assert "command" not in container  # the image's entrypoint runs the runtime
+    env = {item["name"]: item for item in container["env"]}
+    assert env[contract.ENV_CHECKPOINT_DIR]["value"] == "s3a://bucket/checkpoints/analytics/clicks/r2"
+    assert env[contract.ENV_POD_IP]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env[contract.ENV_CONTROL_TOKEN]["valueFrom"]["secretKeyRef"]["name"] == "clicks-control"
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+def test_spark_conf_owns_networking_and_lets_user_settings_through() -> None:
+    conf = manifests.spark_conf(_attempt(sparkConf={"spark.sql.session.timeZone": "UTC"}))
+    assert conf["spark.kubernetes.executor.podNamePrefix"] == "clicks-r2a3"
+    assert conf["spark.driver.port"] == str(contract.DRIVER_PORT)
+    assert "spark.driver.bindAddress" not in conf  # the runtime binds to the pod IP
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.executorEnv.PYTHONPATH"] == "/opt/headrace/apps/windowed-counts:/opt/headrace/apps"
+
+
+def test_pod_template_merges_containers_by_name() -> None:
+    template = {
+        "spec": {
+            "containers": [{"name": "driver", "env": [{"name": "EXTRA", "value": "1"}]}],
+            "tolerations": [{"key": "k"}],
+        }
+    }
+    pod = manifests.driver_pod(_attempt(driver={"podTemplate": template}))
+    container = pod["spec"]["containers"][0]
+    assert {item["name"] for item in container["env"]} >= {"EXTRA", contract.ENV_APP_NAME}
+    assert pod["spec"]["tolerations"] == [{"key": "k"}]
+    assert container["image"] == "localhost/headrace/spark:0.1.0"
+
+
+def test_restore_env_only_when_restoring() -> None:
+    plain = manifests.driver_pod(_attempt())
+    assert contract.ENV_RESTORE_FROM not in {item["name"] for item in plain["spec"]["containers"][0]["env"]}
+    restoring = manifests.Attempt(**{**_attempt().__dict__, "restore_from": "s3a://sp/1", "allow_repartition": True})
+    env = {item["name"]: item.get("value") for item in manifests.driver_pod(restoring)["spec"]["containers"][0]["env"]}
+    assert env[contract.ENV_RESTORE_FROM] == "s3a://sp/1"
+    assert env[contract.ENV_ALLOW_REPARTITION] == "true"
