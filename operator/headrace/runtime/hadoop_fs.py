@@ -32,14 +32,15 @@ def join(root: str, *parts: str) -> str:
 class HadoopFileSystem:
     """File operations on Hadoop URIs through a SparkContext's JVM."""
 
-    def __init__(self, jvm: Any, hadoop_conf: Any) -> None:
+    def __init__(self, jvm: Any, hadoop_conf: Any, gateway: Any) -> None:
         self._jvm = jvm
         self._conf = hadoop_conf
+        self._gateway = gateway
 
     @classmethod
     def of_session(cls, spark: Any) -> HadoopFileSystem:
         context = spark.sparkContext
-        return cls(context._jvm, context._jsc.hadoopConfiguration())
+        return cls(context._jvm, context._jsc.hadoopConfiguration(), context._gateway)
 
     def _path(self, uri: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(uri)
@@ -106,6 +107,44 @@ class HadoopFileSystem:
             if _is_missing(error):
                 raise MissingFileError(source) from None
             raise
+
+    def _copy_into(self, source_dir: str, names: list[str], target_dir: str) -> None:
+        """Copy files of one directory into another in a single JVM call (raises on any failure)."""
+        path_class = self._jvm.org.apache.hadoop.fs.Path
+        sources = self._gateway.new_array(path_class, len(names))
+        for index, name in enumerate(names):
+            sources[index] = self._path(join(source_dir, name))
+        target = self._path(target_dir)
+        target_fs = self._fs(target)
+        target_fs.mkdirs(target)
+        self._jvm.org.apache.hadoop.fs.FileUtil.copy(
+            self._fs(sources[0]), sources, target_fs, target, False, True, self._conf
+        )
+
+    def copy_files(self, source_root: str, target_root: str, relative_paths: list[str]) -> list[str]:
+        """Copy files below ``source_root`` to the same relative paths below ``target_root``.
+
+        One JVM call per directory; a directory whose batch copy fails is retried file by file.
+        Returns the relative paths that did not exist (vanished or never there).
+        """
+        by_directory: dict[str, list[str]] = {}
+        for relative in relative_paths:
+            directory, _, name = relative.rpartition("/")
+            by_directory.setdefault(directory, []).append(name)
+        missing: list[str] = []
+        for directory, names in sorted(by_directory.items()):
+            try:
+                self._copy_into(join(source_root, directory), names, join(target_root, directory))
+                continue
+            except Py4JJavaError:
+                pass
+            for name in names:
+                relative = f"{directory}/{name}" if directory else name
+                try:
+                    self.copy(join(source_root, relative), join(target_root, relative))
+                except MissingFileError:
+                    missing.append(relative)
+        return missing
 
     def rename(self, source: str, target: str) -> bool:
         source_path, target_path = self._path(source), self._path(target)

@@ -144,9 +144,10 @@ def copy_savepoint_query(
         )
     staging = checkpoint.rstrip("/") + ".restoring"
     fs.delete(staging)
-    for relative in sorted(fs.list_files(savepoint_query_dir)):
-        if not any(part.startswith(".") for part in relative.split("/")):
-            fs.copy(join(savepoint_query_dir, relative), join(staging, relative))
+    files = [path for path in fs.list_files(savepoint_query_dir) if not any(p.startswith(".") for p in path.split("/"))]
+    missing = fs.copy_files(savepoint_query_dir, staging, sorted(files))
+    if missing:
+        raise OSError(f"files vanished from the savepoint {savepoint_query_dir} while copying: {missing}")
     fs.write_text(join(staging, RESTORE_MARKER), json.dumps(record, sort_keys=True))
     fs.delete(checkpoint)
     if not fs.rename(staging, checkpoint):

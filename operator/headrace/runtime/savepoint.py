@@ -71,15 +71,12 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
         selection = select_committed_prefix(files, batch)
     except IncompleteCheckpointError as error:
         raise SavepointError(f"query {source.key}: {error}") from None
-    copied, size = 0, 0
-    for selected in selection:
-        try:
-            fs.copy(join(source.checkpoint, selected.path), join(target, source.key, selected.path))
-        except MissingFileError:
-            if selected.required:
-                raise SavepointError(f"{selected.path} vanished from {source.checkpoint} while copying") from None
-            continue
-        copied, size = copied + 1, size + files.get(selected.path, 0)
+    missing = set(fs.copy_files(source.checkpoint, join(target, source.key), [item.path for item in selection]))
+    vanished_required = sorted(item.path for item in selection if item.required and item.path in missing)
+    if vanished_required:
+        raise SavepointError(f"{vanished_required} vanished from {source.checkpoint} while copying")
+    copied = [item.path for item in selection if item.path not in missing]
+    size = sum(files.get(path, 0) for path in copied)
     operators = [
         operator_from_metadata(fs.read_text(join(source.checkpoint, path))) for path in operator_metadata_paths(files)
     ]
@@ -91,7 +88,7 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
         "statePartitions": partitions_from_offsets(fs.read_text(join(source.checkpoint, "offsets", str(batch)))),
         "operators": [operator.to_json() for operator in operators if operator is not None],
         "sinkPath": source.sink_path,
-        "files": copied,
+        "files": len(copied),
         "bytes": size,
     }
 
