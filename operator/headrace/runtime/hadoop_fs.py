@@ -53,19 +53,32 @@ class HadoopFileSystem:
         return bool(self._fs(path).exists(path))
 
     def list_files(self, root: str) -> dict[str, int]:
-        """Every file below ``root`` as ``{relative path: size in bytes}``; empty if it is absent."""
-        path = self._path(root)
-        fs = self._fs(path)
-        if not fs.exists(path):
-            return {}
-        root_path = str(fs.makeQualified(path).toUri().getPath()).rstrip("/")
+        """Every file below ``root`` as ``{relative path: size in bytes}``; empty if it is absent.
+
+        Walks directories with ``listStatus`` (not ``listFiles``, whose located statuses load
+        permissions and fail on files a running query renames away meanwhile); entries that
+        vanish during the walk are skipped.
+        """
         files: dict[str, int] = {}
-        iterator = fs.listFiles(path, True)
-        while iterator.hasNext():
-            status = iterator.next()
-            absolute = str(status.getPath().toUri().getPath())
-            files[absolute[len(root_path) + 1 :]] = int(status.getLen())
+        pending = [("", self._path(root))]
+        while pending:
+            relative, path = pending.pop()
+            for status in self._statuses(path):
+                name = str(status.getPath().getName())
+                child = f"{relative}/{name}" if relative else name
+                if status.isDirectory():
+                    pending.append((child, status.getPath()))
+                else:
+                    files[child] = int(status.getLen())
         return files
+
+    def _statuses(self, path: Any) -> list[Any]:
+        try:
+            return list(self._fs(path).listStatus(path))
+        except Py4JJavaError as error:
+            if _is_missing(error):
+                return []
+            raise
 
     def list_names(self, directory: str) -> list[str]:
         """Names of the direct children of ``directory``; empty if it is absent."""
