@@ -117,8 +117,9 @@ def test_up_detaches_and_down_removes_everything() -> None:
 
 @pytest.mark.e2e
 @pytest.mark.usefixtures("background_cluster_slot")
-def test_down_cleans_up_after_a_killed_supervisor() -> None:
-    """The supervisor dies by SIGKILL (no cleanup runs); pods, shims and the network outlive it; `down` removes them."""
+def test_a_new_node_and_down_clean_up_after_a_killed_supervisor(tmp_path: Path) -> None:
+    """The supervisor dies by SIGKILL (no cleanup runs), as in a session stopped hard: pods, shims and the network
+    outlive it. A new node still starts (it reclaims the machine), and `down` removes the rest."""
     try:
         up = _cluster_command("up")
         assert up.returncode == 0, up.stderr
@@ -141,6 +142,9 @@ def test_down_cleans_up_after_a_killed_supervisor() -> None:
         assert status.returncode == 1
         assert "supervisor dead" in status.stdout
         assert link_exists(NodeNetwork().bridge)  # left behind by the killed supervisor
+        with Cluster(tmp_path / "next") as cluster:
+            assert _node_ready(cluster.kubeconfig, "headrace-node")
+        _assert_nothing_left(tmp_path / "next")
     finally:
         down = _cluster_command("down")
     assert down.returncode == 0, down.stderr

@@ -25,6 +25,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -887,11 +888,7 @@ class Node:
         began = time.monotonic()
         try:
             self._claim_workdir()
-            if link_exists(self.network.bridge):
-                raise NodeError(
-                    f"network device {self.network.bridge} exists but no node state says it is ours; "
-                    f"remove it (`ip link del {self.network.bridge}`) or pick another bridge name"
-                )
+            _reclaim_machine(self.layout, self.name, self.network)
             self._start_components()
             self._wait_ready(time.monotonic() + self.ready_timeout_seconds)
         except BaseException as error:
@@ -1065,6 +1062,29 @@ def _kill_runtime_leftovers(layout: NodeLayout, name: str) -> None:
     """After containerd: kill what is left of the node's programs (shims) and every process in its cgroups."""
     _signal_and_wait(owned_processes(_cmdlines(), layout.markers), 2.0)
     _kill_and_remove_cgroups(name)
+
+
+def _reclaim_machine(layout: NodeLayout, name: str, network: NodeNetwork) -> None:
+    """With the machine lock held, no other node lives: remove what dead ones left (a session stopped hard).
+
+    Their programs (anything naming a short root), the processes in this node name's cgroups, mounts
+    and directories under other short roots, the bridge and this network's iptables rules.
+    """
+    others = [root for root in SHORT_ROOTS.iterdir() if root != layout.short_root] if SHORT_ROOTS.is_dir() else []
+    orphans = owned_processes(_cmdlines(), [str(SHORT_ROOTS)])
+    found = [f"processes {orphans}"] if orphans else []
+    found += [f"device {network.bridge}"] if link_exists(network.bridge) else []
+    found += [f"directory {root}" for root in others]
+    if not found:
+        return
+    print(f"headrace node: removing what an earlier node left: {', '.join(found)}", file=sys.stderr)
+    _signal_and_wait(orphans, 2.0)
+    _kill_and_remove_cgroups(name)
+    _unmount_all(others)
+    _delete_links(network)
+    _clean_iptables(network.cni_name)
+    for root in others:
+        _remove_tree(root)
 
 
 def _teardown(layout: NodeLayout, state: NodeState, running: dict[str, procs.Process]) -> None:
