@@ -41,6 +41,7 @@ from headrace.testbed.node import (
     listed_images,
     mounts_under,
     owned_processes,
+    stale_image_ids,
 )
 from headrace.testbed.pause import PAUSE_IMAGE, static_c_image
 from headrace.testbed.pause.image import ImageFile, oci_archive
@@ -182,6 +183,16 @@ def test_archive_and_listed_images_compare_by_name_and_digest() -> None:
     )
     assert archive_images(index) == {"localhost/x/spark:1": "sha256:aa", "localhost/x/op:1": "sha256:bb"}
     assert listed_images(listing) == {"localhost/x/spark:1": "sha256:aa"}
+
+
+def test_stale_image_ids_are_id_references_no_named_image_shares() -> None:
+    listing = {
+        "localhost/x/spark:1": "sha256:new",
+        "localhost/x/spark:dev": "sha256:new",
+        "sha256:id-new": "sha256:new",
+        "sha256:id-old": "sha256:old",
+    }
+    assert stale_image_ids(listing) == ["sha256:id-old"]
 
 
 def test_a_second_node_on_the_machine_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

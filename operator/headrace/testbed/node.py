@@ -476,6 +476,15 @@ def listed_images(ctr_images_ls: str) -> dict[str, str]:
     return {row[0]: row[2] for row in rows if len(row) >= 3}
 
 
+def stale_image_ids(listing: Mapping[str, str]) -> list[str]:
+    """The CRI's ``sha256:<id>`` references whose manifest no named image points at any more.
+
+    They pin every replaced version of a re-imported image; removing them lets containerd collect it.
+    """
+    named = {digest for reference, digest in listing.items() if not reference.startswith("sha256:")}
+    return sorted(ref for ref, digest in listing.items() if ref.startswith("sha256:") and digest not in named)
+
+
 def owned_processes(cmdlines: dict[int, list[str]], markers: Sequence[str]) -> list[int]:
     """Ids of a node's component processes: a node binary whose arguments mention one of ``markers``."""
     return sorted(
@@ -976,12 +985,20 @@ class Node:
         # Pods an earlier, killed node left in a kept image store: remove them before the kubelet starts.
         _run([str(tool), str(self.containerd_socket), "teardown"], timeout=180)
         self.import_image(image)
+        self._prune_replaced_images()
         self._spawn("kube-proxy", [str(self.binaries / "kube-proxy"), f"--config={self.layout.kube_proxy_config}"])
         kubelet_kubeconfig = self.layout.kubelet_dir / "kubeconfig"
         self._spawn(
             "kubelet",
             kubelet_command(self.binaries / "kubelet", self.layout, self.network, self.name, kubelet_kubeconfig),
         )
+
+    def _prune_replaced_images(self) -> None:
+        """Before any pod runs: drop image versions only the CRI's id references still hold (a kept store grows)."""
+        ctr = ["ctr", "-n", "k8s.io", "-a", str(self.containerd_socket), "images"]
+        stale = stale_image_ids(listed_images(_run([*ctr, "ls"]).stdout))
+        if stale:
+            _run([*ctr, "rm", "--sync", *stale], timeout=300)
 
     def _write_configs(self) -> None:
         plane = self.control_plane
