@@ -3,14 +3,16 @@
 Owns: the node's configuration files (rendered by pure functions below), its own containerd
 instance (own root, state, socket and runc root: it never touches another containerd), the ``hr0``
 bridge and the pod subnet, the kubelet and kube-proxy processes, importing images into its
-containerd, and a teardown that works from the files on disk alone (so ``cluster down`` in a new
-process, or a start after a crash, cleans up what an earlier process left): pods, processes,
-mounts, network devices, the iptables rules it added, its cgroups and its directories.
+containerd (optionally into an image store kept across runs), and a teardown that works from the
+files on disk alone (so ``cluster down`` in a new process, or a start after a crash, cleans up what
+an earlier process left): pods, processes, mounts, network devices, the iptables rules it added,
+its cgroups and its directories.
 Never: starts the control plane (it is handed a started one), builds application images, or
-touches iptables chains, mounts, cgroups or devices that are not its own.
+touches iptables chains, mounts, cgroups or devices that are not a node's own.
 
 Only one node can run on a machine at a time (they would share kube-proxy's iptables chains and the
-bridge): a lock file under the cache directory enforces it.
+bridge): a lock file under the cache directory enforces it, and whoever holds it may remove what
+dead nodes left behind.
 """
 
 from __future__ import annotations
