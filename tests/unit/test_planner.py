@@ -527,3 +527,13 @@ def test_no_progress_while_input_waits_counts_as_failure(backlog: float | None, 
     if stuck:
         assert late.status.restarts.lastFailureReason == "NoProgress"
         assert DeletePod(name="clicks-r1-a1-driver", reason="NoProgress") in late.actions
+
+
+@pytest.mark.parametrize(
+    ("requested", "registered", "again"), [(2, 1, True), (1, 2, True), (1, 1, False), (None, None, False)]
+)
+def test_rescale_is_level_triggered(requested: int | None, registered: int | None, again: bool) -> None:
+    status = running_app()
+    progress = DriverProgress(requested_executors=requested, registered_executors=registered)
+    plan = step(status, Observation(drivers=(pod(),), progress=progress), later(5))
+    assert (RescaleInPlace(pod="clicks-r1-a1-driver", address="10.244.0.9", executors=1) in plan.actions) is again

@@ -134,6 +134,7 @@ def driver_progress(document: dict[str, Any]) -> DriverProgress:
         state_rows=_sum([item.get("state_rows") for item in progress]),
         source_backlog=_sum([item.get("source_backlog") for item in progress]),
         registered_executors=(document.get("executors") or {}).get("registered"),
+        requested_executors=(document.get("executors") or {}).get("requested"),
     )
 
 

@@ -46,6 +46,7 @@ class DriverProgress:
     state_rows: int | None = None
     source_backlog: float | None = None
     registered_executors: int | None = None
+    requested_executors: int | None = None
 
 
 SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]

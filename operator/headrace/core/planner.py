@@ -205,6 +205,23 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
             _failure(builder, spec, pod, "NoProgress", f"no batch committed for {timeout} while input waits")
             return
     _apply_spec_change(builder, spec, observation, pod)
+    if not builder.actions and builder.status.pendingOperation is None:
+        _converge_executors(builder, spec, observation.progress, pod)
+
+
+def _converge_executors(
+    builder: Builder, spec: StreamingAppSpec, progress: DriverProgress | None, pod: DriverPod
+) -> None:
+    """Rescaling is level-triggered: ask again while the driver reports another executor target (e.g. the
+    first request was lost, or the driver restarted its SparkContext), or keeps surplus executors."""
+    running_spec = parse_spec_json(builder.status.lastReconciledSpec)
+    if progress is None or running_spec is None or running_spec.executor.instances != spec.executor.instances:
+        return
+    wanted = spec.executor.instances
+    requested_differs = progress.requested_executors is not None and progress.requested_executors != wanted
+    surplus = progress.registered_executors is not None and progress.registered_executors > wanted
+    if requested_differs or surplus:
+        builder.actions.append(RescaleInPlace(pod=pod.name, address=pod.ip, executors=wanted))
 
 
 def _summary(progress: DriverProgress) -> ProgressSummary:
