@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from headrace.api.models import Phase
 
-PHASES: tuple[Phase, ...] = (
-    "Deploying",
-    "Running",
-    "Savepointing",
-    "Upgrading",
-    "Rescaling",
-    "Restarting",
-    "Suspended",
-    "Completed",
-    "Failed",
-    "RolledBack",
-)
+PHASES: tuple[Phase, ...] = get_args(Phase)
 RESTART_REASONS = ("DriverFailed", "DriverLost", "DriverDeleted", "DriverExited", "Evicted", "OOMKilled", "Other")
 RESULTS = ("success", "conflict", "error")
 

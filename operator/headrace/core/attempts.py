@@ -54,6 +54,15 @@ def start_attempt(
     return started
 
 
+def next_attempt(builder: Builder, spec: StreamingAppSpec, observation: Observation, *, why: Phase) -> RunStatus:
+    """A new attempt of the current run: same checkpoint, same restore source."""
+    run = builder.status.run
+    assert run is not None
+    return start_attempt(
+        builder, spec, observation, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom, why=why
+    )
+
+
 def continue_start(builder: Builder, observation: Observation, run: RunStatus) -> None:
     """Create the driver of the pending attempt once every other driver pod is gone."""
     others = observation.others(run.number, run.attempt)

@@ -30,7 +30,7 @@ from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_RESTORE_INCOMPATIBLE
 from headrace.core import savepoints
-from headrace.core.attempts import START_DRIVER, continue_start, fence_strays, start_attempt
+from headrace.core.attempts import START_DRIVER, continue_start, fence_strays, next_attempt, start_attempt
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
@@ -127,15 +127,7 @@ def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Obs
     rollback = builder.status.pendingOperation.detail.get("rollback") if builder.status.pendingOperation else None
     if rollback:
         chosen = parse_spec_json(rollback) or chosen
-    start_attempt(
-        builder,
-        chosen,
-        observation,
-        run=run.number,
-        attempt=run.attempt + 1,
-        restore_from=run.restoredFrom,
-        why="RolledBack" if rollback else "Restarting",
-    )
+    next_attempt(builder, chosen, observation, why="RolledBack" if rollback else "Restarting")
 
 
 def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
@@ -333,15 +325,7 @@ def _maybe_leave_terminal_phase(
     builder.status.restarts = builder.status.restarts.model_copy(update={"consecutive": 0, "failureTimes": []})
     builder.status.failedSpecHash = None
     builder.event("SpecChanged", "the spec changed: starting a new attempt")
-    start_attempt(
-        builder,
-        spec,
-        observation,
-        run=run.number,
-        attempt=run.attempt + 1,
-        restore_from=run.restoredFrom,
-        why="Upgrading",
-    )
+    next_attempt(builder, spec, observation, why="Upgrading")
 
 
 # ------------------------------------------------------------------------------- spec changes --
@@ -373,15 +357,7 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
     builder.status.failedSpecHash = None
     if kind is not None and restart_requested(running_spec, spec):
         builder.event("RestartRequested", "restartNonce changed: restarting from the latest checkpoint")
-        start_attempt(
-            builder,
-            spec,
-            observation,
-            run=run.number,
-            attempt=run.attempt + 1,
-            restore_from=run.restoredFrom,
-            why="Restarting",
-        )
+        next_attempt(builder, spec, observation, why="Restarting")
         return
     if kind == ChangeKind.SCALE:
         builder.actions.append(RescaleInPlace(pod=pod.name, address=pod.ip, executors=spec.executor.instances))
@@ -421,12 +397,4 @@ def _upgrade(
         start_attempt(builder, spec, observation, run=run.number + 1, attempt=1, restore_from=None, why="Upgrading")
         return
     builder.event("LastStateUpgrade", f"new driver on the checkpoint of run {run.number} (upgradeMode last-state)")
-    start_attempt(
-        builder,
-        spec,
-        observation,
-        run=run.number,
-        attempt=run.attempt + 1,
-        restore_from=run.restoredFrom,
-        why="Upgrading",
-    )
+    next_attempt(builder, spec, observation, why="Upgrading")

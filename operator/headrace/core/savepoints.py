@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from headrace.api import names
 from headrace.api.models import PendingOperation, SavepointRef, StreamingAppSpec
-from headrace.core.attempts import start_attempt
+from headrace.core.attempts import next_attempt, start_attempt
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, Observation, SavepointResource
@@ -183,15 +183,7 @@ def resume(builder: Builder, spec: StreamingAppSpec, observation: Observation) -
             builder, spec, observation, run=run.number + 1, attempt=1, restore_from=savepoint, why="Deploying"
         )
     else:
-        start_attempt(
-            builder,
-            spec,
-            observation,
-            run=run.number,
-            attempt=run.attempt + 1,
-            restore_from=run.restoredFrom,
-            why="Deploying",
-        )
+        next_attempt(builder, spec, observation, why="Deploying")
 
 
 # ------------------------------------------------------------------------------ housekeeping --
