@@ -51,6 +51,7 @@ class Workspace:
             contract.ENV_STATE_PARTITIONS: "2",
             contract.ENV_APP_NAME: "counts",
             contract.ENV_RUN_ID: run,
+            "SPARK_CONF_DIR": str(self.root / "conf"),
             **extra,
         }
 
@@ -113,6 +114,11 @@ def rescale(process: RuntimeProcess, executors: int) -> tuple[int, int | None]:
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("savepoints")
     write_events(root / "in", FILES, EVENTS_PER_FILE)
+    # As the operator mounts it; frequent RocksDB snapshots so savepoints hold .zip snapshots too.
+    (root / "conf").mkdir()
+    (root / "conf" / "spark-defaults.conf").write_text(
+        "spark.sql.streaming.stateStore.maintenanceInterval 1s\nspark.sql.streaming.stateStore.minDeltasForSnapshot 2\n"
+    )
     return Workspace(root)
 
 
@@ -260,6 +266,7 @@ def test_stop_with_savepoint_exits_0_at_a_batch_boundary(stopped_run: Workspace)
     query = Path(record["path"].removeprefix("file:")) / "q0"
     offsets = max(int(name) for name in os.listdir(query / "offsets") if name.isdigit())
     assert offsets == record["queries"][0]["batchId"] == max(commits(query))
+    assert list(query.glob("state/0/*/*.zip")), "the savepoint should include RocksDB snapshots"
 
 
 def test_rescale_changes_executors_in_place(first_run: Workspace, stopped_run: Workspace) -> None:
