@@ -7,11 +7,14 @@ import pytest
 from headrace.runtime.checkpoint_files import (
     IncompleteCheckpointError,
     StatefulOperator,
+    keep_referenced_ssts,
     last_batch_id,
     operator_from_metadata,
     partitions_from_offsets,
+    referenced_sst_files,
     select_committed_prefix,
     sink_log_seed,
+    snapshot_archives,
 )
 from headrace.runtime.control import authorized
 from headrace.runtime.progress import kafka_backlog, summarize, watermark_lag_seconds
@@ -71,6 +74,20 @@ def test_committed_prefix_without_snapshot_takes_every_changelog() -> None:
     paths = ["metadata", "commits/0", "commits/1", *[f"state/0/0/{version}.changelog" for version in (1, 2, 3)]]
     selected = [item.path for item in select_committed_prefix(paths, 1) if item.path.startswith("state")]
     assert selected == ["state/0/0/1.changelog", "state/0/0/2.changelog"]
+
+
+def test_only_the_ssts_of_the_chosen_snapshot_are_kept() -> None:
+    selection = select_committed_prefix([*CHECKPOINT, "state/0/0/SSTs/000009-def.sst", "state/0/1/SSTs/1-x.sst"], 4)
+    assert snapshot_archives(selection) == {"state/0/0": ["state/0/0/3.zip"]}
+    metadata = 'v1\n{"sstFiles":[{"localFileName":"000009.sst","dfsSstFileName":"000009-def.sst","sizeBytes":9}]}'
+    referenced = referenced_sst_files(metadata)
+    assert referenced == {"000009-def.sst"}
+    kept = {item.path: item.required for item in keep_referenced_ssts(selection, {"state/0/0": referenced})}
+    assert kept["state/0/0/SSTs/000009-def.sst"] is True
+    assert "state/0/0/SSTs/000008-abc.sst" not in kept
+    assert "state/0/1/SSTs/1-x.sst" not in kept  # no snapshot: replayed from changelogs alone
+    unknown = {item.path: item.required for item in keep_referenced_ssts(selection, {"state/0/0": None})}
+    assert unknown["state/0/0/SSTs/000008-abc.sst"] is False
 
 
 def test_committed_prefix_refuses_missing_state_versions() -> None:

@@ -164,6 +164,42 @@ def select_committed_prefix(paths: Iterable[str], batch: int) -> list[SelectedFi
     return sorted(selected, key=lambda selected_file: selected_file.path)
 
 
+def snapshot_archives(selection: Iterable[SelectedFile]) -> dict[str, list[str]]:
+    """The RocksDB snapshot archives chosen per state store directory (several with format v2 ids)."""
+    archives: dict[str, list[str]] = defaultdict(list)
+    for selected in selection:
+        directory, _, name = selected.path.rpartition("/")
+        match = _VERSIONED_STATE_FILE.match(name)
+        if directory.startswith("state/") and match and match.group(2) == "zip":
+            archives[directory].append(selected.path)
+    return dict(archives)
+
+
+def referenced_sst_files(snapshot_metadata: str) -> set[str]:
+    """The SST file names (in ``SSTs/``) a RocksDB snapshot's ``metadata`` entry references."""
+    for document in _log_entry_json(snapshot_metadata):
+        if "sstFiles" in document:
+            return {str(item["dfsSstFileName"]) for item in document["sstFiles"]}
+    raise ValueError("no sstFiles in the RocksDB snapshot metadata")
+
+
+def keep_referenced_ssts(selection: list[SelectedFile], referenced: dict[str, set[str] | None]) -> list[SelectedFile]:
+    """Keep only the SST files the chosen snapshots reference, now required.
+
+    ``referenced`` maps a store directory to its snapshot's SST names; a store absent from it has
+    no snapshot (replay from empty: no SST needed); ``None`` means unknown (keep all, optional).
+    """
+    kept = []
+    for selected in selection:
+        directory, _, name = selected.path.rpartition("/")
+        store, _, leaf = directory.rpartition("/")
+        if leaf != "SSTs" or not directory.startswith("state/") or (store in referenced and referenced[store] is None):
+            kept.append(selected)
+        elif name in (referenced.get(store) or set()):
+            kept.append(SelectedFile(selected.path, required=True))
+    return kept
+
+
 def _log_entry_json(text: str) -> list[dict[str, Any]]:
     """The JSON lines of a versioned Spark metadata log entry (first line is ``v1``)."""
     documents = []

@@ -101,6 +101,14 @@ class HadoopFileSystem:
         finally:
             stream.close()
 
+    def read_bytes(self, uri: str) -> bytes:
+        path = self._path(uri)
+        stream = self._fs(path).open(path)
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
     def write_text(self, uri: str, text: str, overwrite: bool = True) -> None:
         path = self._path(uri)
         stream = self._fs(path).create(path, overwrite)

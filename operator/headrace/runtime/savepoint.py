@@ -8,8 +8,11 @@ Never: pauses, stops or restarts a query (stop-with-savepoint stops them before 
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,15 +21,20 @@ from typing import Any
 from headrace.api.runtime_contract import SAVEPOINT_METADATA_FILE
 from headrace.runtime.checkpoint_files import (
     IncompleteCheckpointError,
+    SelectedFile,
+    keep_referenced_ssts,
     last_committed_batch,
     operator_from_metadata,
     operator_metadata_paths,
     partitions_from_offsets,
+    referenced_sst_files,
     select_committed_prefix,
+    snapshot_archives,
 )
 from headrace.runtime.hadoop_fs import HadoopFileSystem, MissingFileError, join
 
 FORMAT_VERSION = 1
+log = logging.getLogger(__name__)
 
 
 class SavepointError(RuntimeError):
@@ -62,6 +70,25 @@ def default_path(savepoint_dir: str, app_name: str, now: datetime) -> str:
     return join(savepoint_dir, f"{app_name}-{now.strftime('%Y%m%dT%H%M%S')}{now.microsecond // 1000:03d}Z")
 
 
+def _snapshot_references(
+    fs: HadoopFileSystem, checkpoint: str, selection: list[SelectedFile]
+) -> dict[str, set[str] | None]:
+    """Per store with a RocksDB snapshot, the SST files it references (None if unreadable)."""
+    references: dict[str, set[str] | None] = {}
+    for store, archives in snapshot_archives(selection).items():
+        try:
+            references[store] = set().union(*(_archive_references(fs, join(checkpoint, path)) for path in archives))
+        except (KeyError, ValueError, zipfile.BadZipFile) as error:
+            log.warning("%s: cannot read SST references (%s); copying every SST file", store, error)
+            references[store] = None
+    return references
+
+
+def _archive_references(fs: HadoopFileSystem, archive: str) -> set[str]:
+    with zipfile.ZipFile(io.BytesIO(fs.read_bytes(archive))) as snapshot:
+        return referenced_sst_files(snapshot.read("metadata").decode("utf-8"))
+
+
 def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> dict[str, Any]:
     files = fs.list_files(source.checkpoint)
     batch = last_committed_batch(files)
@@ -71,6 +98,7 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
         selection = select_committed_prefix(files, batch)
     except IncompleteCheckpointError as error:
         raise SavepointError(f"query {source.key}: {error}") from None
+    selection = keep_referenced_ssts(selection, _snapshot_references(fs, source.checkpoint, selection))
     missing = set(fs.copy_files(source.checkpoint, join(target, source.key), [item.path for item in selection]))
     vanished_required = sorted(item.path for item in selection if item.required and item.path in missing)
     if vanished_required:
