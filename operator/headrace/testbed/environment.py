@@ -21,9 +21,7 @@ from kubernetes.client import ApiClient
 
 from headrace.testbed import build, images
 from headrace.testbed.cluster import Cluster
-from headrace.testbed.scenario import REPOSITORY
-
-OPERATOR_NAMESPACE = "headrace-system"
+from headrace.testbed.scenario import OPERATOR_NAMESPACE, REPOSITORY
 
 
 @dataclass

@@ -28,6 +28,7 @@ BASE = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 EVENTS_PER_FILE = 120
 PAGES = ("/", "/pricing", "/docs/start", "/blog/launch", "/signup")
 REPOSITORY = Path(__file__).resolve().parents[3]
+OPERATOR_NAMESPACE = "headrace-system"
 T = TypeVar("T")
 
 
@@ -190,8 +191,18 @@ class AppHandle:
         return [path for path in self.commits() if path.stat().st_mtime > moment]
 
     def diagnostics(self) -> str:
-        """Status and the tail of each pod's log, for failure messages."""
-        lines = [json.dumps(self.status(), indent=1)[:4000]]
+        """Status, events, the operator's log and the tail of each pod's log, for failure messages."""
+        status = {key: value for key, value in self.status().items() if not key.startswith("last")}
+        lines = [json.dumps(status, indent=1)[:4000], "--- events"]
+        events = self.core.list_namespaced_event(self.namespace).items
+        for event in sorted(events, key=lambda item: str(item.last_timestamp or item.event_time)):
+            lines.append(
+                f"{event.last_timestamp} {event.type} {event.reason} {event.involved_object.name}: {event.message}"
+            )
+        for pod in self.core.list_namespaced_pod(OPERATOR_NAMESPACE).items:
+            lines.append(f"--- operator {pod.metadata.name}")
+            log = self.core.read_namespaced_pod_log(pod.metadata.name, OPERATOR_NAMESPACE, tail_lines=80)
+            lines.append("\n".join(line for line in log.splitlines() if "urllib3" not in line))
         for pod in self.pods(names.ROLE_DRIVER) + self.pods(names.ROLE_EXECUTOR):
             lines.append(f"--- {pod.metadata.name}: {pod.status.phase}")
             try:
