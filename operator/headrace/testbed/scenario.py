@@ -199,9 +199,10 @@ class AppHandle:
             lines.append(
                 f"{event.last_timestamp} {event.type} {event.reason} {event.involved_object.name}: {event.message}"
             )
-        for pod in self.core.list_namespaced_pod(OPERATOR_NAMESPACE).items:
-            lines.append(f"--- operator {pod.metadata.name}")
-            log = self.core.read_namespaced_pod_log(pod.metadata.name, OPERATOR_NAMESPACE, tail_lines=80)
+        operators: list[Any] = self.core.list_namespaced_pod(OPERATOR_NAMESPACE).items
+        for operator in operators:
+            lines.append(f"--- operator {operator.metadata.name}")
+            log = self.core.read_namespaced_pod_log(operator.metadata.name, OPERATOR_NAMESPACE, tail_lines=80)
             lines.append("\n".join(line for line in log.splitlines() if "urllib3" not in line))
         for pod in self.pods(names.ROLE_DRIVER) + self.pods(names.ROLE_EXECUTOR):
             lines.append(f"--- {pod.metadata.name}: {pod.status.phase}")
