@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
-from headrace.core.observation import DriverPod, Observation
+from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.planner import AppView
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -47,8 +47,13 @@ def pod(run: int = 1, attempt: int = 1, phase: str = "Running", **fields: Any) -
     )  # type: ignore[arg-type]
 
 
+READY = DriverProgress(ready=True)
+
+
 def seen(*pods: DriverPod) -> Observation:
-    return Observation(drivers=pods)
+    """What the observer sees; a running driver answers its control endpoint with running queries."""
+    running = any(pod.phase == "Running" for pod in pods)
+    return Observation(drivers=pods, progress=READY if running else None)
 
 
 def later(seconds: float) -> datetime:

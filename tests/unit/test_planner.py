@@ -9,7 +9,7 @@ from headrace.core.observation import Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
 from headrace.core.planner import decide
 
-from .builders import T0, later, pod, seen, spec, view
+from .builders import READY, T0, later, pod, seen, spec, view
 
 
 def step(status: StreamingAppStatus | None, observation=None, now=T0, app_spec=None, generation=1) -> Plan:
@@ -274,7 +274,9 @@ def test_trigger_nonce_takes_a_savepoint_without_stopping() -> None:
     name = take.name
     done = step(
         plan.status,
-        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Succeeded", take.path, batch_id=7, time="t"),)),
+        Observation(
+            progress=READY, drivers=(pod(),), savepoints=(_ssp(name, "Succeeded", take.path, batch_id=7, time="t"),)
+        ),
         later(9),
         app_spec=spec(savepoints={"triggerNonce": 1}),
         generation=2,
@@ -292,7 +294,7 @@ def test_failed_savepoint_keeps_the_previous_one_and_the_job() -> None:
     name = next(action for action in plan.actions if isinstance(action, TakeSavepoint)).name
     failed = step(
         plan.status,
-        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
+        Observation(progress=READY, drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
         later(6),
         app_spec=spec(savepoints={"triggerNonce": 1}),
         generation=2,
@@ -341,7 +343,7 @@ def test_operator_crash_during_stop_with_savepoint_recovers_the_path_from_the_dr
     assert SetSavepointStatus(name=take.name, phase="Succeeded", path=take.path) in settle.actions
     running_still = step(
         plan.status,
-        Observation(drivers=(pod(),), savepoints=(_ssp(take.name, "InProgress"),)),
+        Observation(progress=READY, drivers=(pod(),), savepoints=(_ssp(take.name, "InProgress"),)),
         later(30),
         app_spec=new,
         generation=2,
@@ -353,19 +355,25 @@ def test_failed_upgrade_savepoint_keeps_old_driver_and_is_not_retried() -> None:
     status = running_app()
     new = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
     plan = step(status, seen(pod()), later(5), app_spec=new, generation=2)
-    name = next(action for action in plan.actions if isinstance(action, TakeSavepoint)).name
-    failed = step(
-        plan.status,
-        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
-        later(6),
-        app_spec=new,
-        generation=2,
-    )
+    failures: list[SavepointResource] = []
+    for attempt in range(1, 4):
+        name = next(action for action in plan.actions if isinstance(action, TakeSavepoint)).name
+        failures.append(_ssp(name, "Failed"))
+        failed = step(
+            plan.status,
+            Observation(progress=READY, drivers=(pod(),), savepoints=tuple(failures)),
+            later(5 + attempt),
+            app_spec=new,
+            generation=2,
+        )
+        if attempt < 3:
+            assert "SavepointRetry" in [event.reason for event in failed.events]
+            plan = failed
     assert failed.status.run is not None and failed.status.run.number == 1
     assert "UpgradeFailed" in [event.reason for event in failed.events]
     again = step(
         failed.status,
-        Observation(drivers=(pod(),), savepoints=(_ssp(name, "Failed"),)),
+        Observation(progress=READY, drivers=(pod(),), savepoints=tuple(failures)),
         later(7),
         app_spec=new,
         generation=2,
@@ -431,7 +439,7 @@ def test_user_created_savepoint_resource_is_taken_and_import_succeeds() -> None:
     status = running_app()
     asked = SavepointResource(name="before-migration", reason="manual")
     imported = SavepointResource(name="from-prod", reason="import", import_path="s3a://prod/sp-1")
-    plan = step(status, Observation(drivers=(pod(),), savepoints=(asked, imported)), later(5))
+    plan = step(status, Observation(progress=READY, drivers=(pod(),), savepoints=(asked, imported)), later(5))
     take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
     assert take.name == "before-migration"
     assert SetSavepointStatus(name="from-prod", phase="Succeeded", path="s3a://prod/sp-1") in plan.actions
@@ -468,7 +476,7 @@ def test_retention_deletes_oldest_operator_savepoints_only() -> None:
     user = SavepointResource(name="mine", reason="manual", phase="Succeeded", path="pm", time="2026-11-01T00:00:00Z")
     plan = step(
         status,
-        Observation(drivers=(pod(),), savepoints=(*made, user)),
+        Observation(progress=READY, drivers=(pod(),), savepoints=(*made, user)),
         later(5),
         app_spec=spec(savepoints={"retain": 2}),
     )
@@ -537,3 +545,12 @@ def test_rescale_is_level_triggered(requested: int | None, registered: int | Non
     progress = DriverProgress(requested_executors=requested, registered_executors=registered)
     plan = step(status, Observation(drivers=(pod(),), progress=progress), later(5))
     assert (RescaleInPlace(pod="clicks-r1-a1-driver", address="10.244.0.9", executors=1) in plan.actions) is again
+
+
+def test_savepoint_operations_wait_until_the_driver_runs_queries() -> None:
+    status = running_app()
+    not_ready = Observation(drivers=(pod(),), progress=DriverProgress(ready=False))
+    plan = step(status, not_ready, later(5), app_spec=spec(job={"state": "suspended"}), generation=2)
+    assert plan.actions == ()
+    assert plan.status.pendingOperation is None
+    assert plan.requeue_after is not None and plan.requeue_after <= 5

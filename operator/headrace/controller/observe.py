@@ -135,6 +135,7 @@ def driver_progress(document: dict[str, Any]) -> DriverProgress:
         source_backlog=_sum([item.get("source_backlog") for item in progress]),
         registered_executors=(document.get("executors") or {}).get("registered"),
         requested_executors=(document.get("executors") or {}).get("requested"),
+        ready=document.get("phase") == "Running" and any(query.get("active") for query in queries),
     )
 
 

@@ -47,6 +47,7 @@ class DriverProgress:
     source_backlog: float | None = None
     registered_executors: int | None = None
     requested_executors: int | None = None
+    ready: bool = False  # the runtime runs queries: savepoints can be taken
 
 
 SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]

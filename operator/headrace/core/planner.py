@@ -345,13 +345,11 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
             "try again",
         )
         return
-    if spec.job.state == "suspended":
-        savepoints.begin(builder, spec, pod, kind=savepoints.SUSPEND, reason="suspend")
+    ready = observation.progress is not None and observation.progress.ready
+    if spec.job.state == "suspended" or (kind is not None and kind >= ChangeKind.UPGRADE):
+        _disruptive_change(builder, spec, observation, kind=kind, run=run, pod=pod, ready=ready)
         return
-    if kind is not None and kind >= ChangeKind.UPGRADE:
-        _upgrade(builder, spec, observation, kind=kind, run=run, pod=pod)
-        return
-    wanted = savepoints.requested(builder, spec, observation)
+    wanted = savepoints.requested(builder, spec, observation) if ready else None
     if kind is None and wanted is None:
         return
     builder.status.failedSpecHash = None
@@ -369,6 +367,26 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
     if wanted is not None and spec.state.savepointDir:
         reason, name = wanted
         savepoints.begin(builder, spec, pod, kind=savepoints.SAVEPOINT, reason=reason, name=name)
+
+
+def _disruptive_change(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    *,
+    kind: ChangeKind | None,
+    run: RunStatus,
+    pod: DriverPod,
+    ready: bool,
+) -> None:
+    """Suspend, or an upgrade; those that go through a savepoint wait until the driver runs its queries."""
+    needs_savepoint = spec.job.state == "suspended" or spec.upgradeMode == "savepoint"
+    if needs_savepoint and not ready:
+        builder.requeue(PENDING_POLL_SECONDS)
+    elif spec.job.state == "suspended":
+        savepoints.begin(builder, spec, pod, kind=savepoints.SUSPEND, reason="suspend")
+    elif kind is not None:
+        _upgrade(builder, spec, observation, kind=kind, run=run, pod=pod)
 
 
 def _upgrade(

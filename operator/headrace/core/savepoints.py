@@ -39,6 +39,7 @@ UPGRADE = "Upgrade"
 SUSPEND = "Suspend"
 OPERATIONS = (SAVEPOINT, UPGRADE, SUSPEND)
 INTERRUPTED = "interrupted: the operator restarted while the savepoint was being taken"
+MAX_TRIES = 3  # an Upgrade or Suspend asks for its savepoint this often before it gives up
 
 
 def savepoint_name(app: str, reason: str, builder: Builder) -> str:
@@ -55,6 +56,7 @@ def begin(
     kind: str,
     reason: str,
     name: str | None = None,
+    tries: int = 1,
 ) -> None:
     """Start an operation that takes a savepoint of the running driver (stopping it for Upgrade/Suspend)."""
     app = builder.app
@@ -63,7 +65,7 @@ def begin(
         kind=kind,
         step="TakeSavepoint",
         startedAt=format_time(builder.now),
-        detail={"savepoint": name, "reason": reason, "target": spec_hash(spec)},
+        detail={"savepoint": name, "reason": reason, "target": spec_hash(spec), "try": str(tries)},
     )
     _request(builder, spec, pod, name, reason, stop=kind != SAVEPOINT, create=True)
     phase = {SAVEPOINT: "Savepointing", UPGRADE: "Upgrading", SUSPEND: "Savepointing"}[kind]
@@ -139,6 +141,12 @@ def _finish_failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | No
     assert pending is not None
     builder.status.pendingOperation = None
     builder.event("SavepointFailed", f"savepoint {name} failed: {why}", warning=True)
+    tries = int(pending.detail.get("try", "1"))
+    if pending.kind in (UPGRADE, SUSPEND) and tries < MAX_TRIES and pod is not None and pod.phase == "Running":
+        reason = pending.detail.get("reason", "upgrade")
+        builder.event("SavepointRetry", f"asking for another savepoint (try {tries + 1} of {MAX_TRIES})")
+        begin(builder, spec, pod, kind=pending.kind, reason=reason, name=f"{name}-{tries + 1}", tries=tries + 1)
+        return
     builder.condition("Progressing", "False", "SavepointFailed", why)
     if pending.kind in (UPGRADE, SUSPEND):
         builder.status.failedSpecHash = pending.detail.get("target")
