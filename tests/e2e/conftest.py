@@ -18,8 +18,9 @@ from headrace.testbed.environment import Environment, environment
 E2E = Environment
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    """A cluster with the images in it and the operator installed by the chart."""
+    """A cluster with the images in it and the operator installed by the chart; torn down after the e2e
+    package, so later tests (the testbed's own node tests) can start a node of their own."""
     with environment(tmp_path_factory.mktemp("e2e")) as target:
         yield target
