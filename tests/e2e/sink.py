@@ -7,7 +7,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-
 SCHEMA = "window_start TIMESTAMP, window_end TIMESTAMP, page STRING, views LONG"
 
 
