@@ -120,13 +120,16 @@ def windowed_counts_manifest(data_dir: Path, **spec_overrides: Any) -> dict[str,
     manifest: dict[str, Any] = yaml.safe_load((REPOSITORY / "apps" / APP / "streamingapp.yaml").read_text())
     manifest["metadata"].pop("namespace", None)
     spec = manifest["spec"]
+    # The directory is mounted at the same path in the pods as here: the file sink's log records absolute
+    # paths, so the output is readable (through that log) from this process too.
+    root = str(data_dir)
     spec["application"]["args"] = [
-        "--source", "files", "--input", "/data/input", "--output", "file:///data/output",
+        "--source", "files", "--input", f"{root}/input", "--output", f"file://{root}/output",
         "--trigger-seconds", "2", "--window", "1 minute", "--watermark", "30 seconds",
     ]  # fmt: skip
-    spec["state"].update({"checkpointDir": "file:///data/state", "savepointDir": "file:///data/savepoints"})
-    spec["volumes"] = [{"name": "data", "hostPath": {"path": str(data_dir), "type": "Directory"}}]
-    spec["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    spec["state"].update({"checkpointDir": f"file://{root}/state", "savepointDir": f"file://{root}/savepoints"})
+    spec["volumes"] = [{"name": "data", "hostPath": {"path": root, "type": "Directory"}}]
+    spec["volumeMounts"] = [{"name": "data", "mountPath": root}]
     spec["driver"] = {"cores": 1, "memory": "768m", "coreRequest": "250m"}
     spec["executor"] = {"instances": 1, "cores": 1, "memory": "768m", "coreRequest": "250m"}
     spec["upgradeMode"] = "last-state"
