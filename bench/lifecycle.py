@@ -16,12 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 from headrace.api import names
 from headrace.testbed import scenario
-from headrace.testbed.controlplane import create_namespace, delete_namespace
-from headrace.testbed.environment import Environment, environment
+from headrace.testbed.environment import Environment, deployed_example, environment
 
 
 def _first_commit_after(app: scenario.AppHandle, moment: float, timeout: float = 900) -> float:
@@ -38,56 +35,46 @@ def _gaps(app: scenario.AppHandle, start: float, end: float) -> list[float]:
 def run(target: Environment) -> dict[str, float]:
     """The whole scenario; returns the figures."""
     figures: dict[str, float] = {}
-    with target.api_client() as api:
-        namespace = create_namespace(api)
-        data = scenario.prepare_data_dir(target.data_root, namespace)
-        app = scenario.AppHandle(api, namespace, data)
-        try:
-            for _ in range(3):
-                app.input.next_file()
-            manifest = scenario.windowed_counts_manifest(data, upgradeMode="savepoint")
-            (data / "app.yaml").write_text(yaml.safe_dump(manifest))
-            target.kubectl("apply", "-n", namespace, "-f", str(data / "app.yaml"))
-            app.wait(app.commits, 900, "the first batch")
-            with scenario.Writer(app.input, interval=2.0):
-                time.sleep(30)
-                before = _gaps(app, time.time() - 30, time.time())
-                figures["median_batch_gap_s"] = statistics.median(before) if before else float("nan")
+    with deployed_example(target, 3, upgradeMode="savepoint") as app:
+        namespace = app.namespace
+        app.wait(app.commits, 900, "the first batch")
+        with scenario.Writer(app.input, interval=2.0):
+            time.sleep(30)
+            before = _gaps(app, time.time() - 30, time.time())
+            figures["median_batch_gap_s"] = statistics.median(before) if before else float("nan")
 
-                driver = app.running(names.ROLE_DRIVER)[0]
-                lost = time.time()
-                app.core.delete_namespaced_pod(driver.metadata.name, namespace)
-                figures["recovery_after_driver_loss_s"] = _first_commit_after(app, lost)
+            driver = app.running(names.ROLE_DRIVER)[0]
+            lost = time.time()
+            app.core.delete_namespaced_pod(driver.metadata.name, namespace)
+            figures["recovery_after_driver_loss_s"] = _first_commit_after(app, lost)
 
-                scaled = time.time()
-                target.kubectl("scale", "sapp", scenario.APP, "-n", namespace, "--replicas=2")
-                app.wait(lambda: len(app.running(names.ROLE_EXECUTOR)) == 2, 600, "two executors")
-                figures["in_place_rescale_s"] = time.time() - scaled
-                time.sleep(10)
-                during = _gaps(app, scaled, time.time())
-                figures["in_place_rescale_longest_pause_s"] = max(during) if during else float("nan")
-                figures["in_place_rescale_driver_restarts"] = float(app.status()["restarts"]["total"] - 1)
+            scaled = time.time()
+            target.kubectl("scale", "sapp", scenario.APP, "-n", namespace, "--replicas=2")
+            app.wait(lambda: len(app.running(names.ROLE_EXECUTOR)) == 2, 600, "two executors")
+            figures["in_place_rescale_s"] = time.time() - scaled
+            time.sleep(10)
+            during = _gaps(app, scaled, time.time())
+            figures["in_place_rescale_longest_pause_s"] = max(during) if during else float("nan")
+            figures["in_place_rescale_driver_restarts"] = float(app.status()["restarts"]["total"] - 1)
 
-                partitions = time.time()
-                app.patch_spec({"state": {"partitions": 12}})
-                app.wait(lambda: app.status().get("run", {}).get("number", 1) >= 2, 900, "the repartitioned run")
-                figures["savepoint_rescale_downtime_s"] = _first_commit_after(app, partitions)
+            partitions = time.time()
+            app.patch_spec({"state": {"partitions": 12}})
+            app.wait(lambda: app.status().get("run", {}).get("number", 1) >= 2, 900, "the repartitioned run")
+            figures["savepoint_rescale_downtime_s"] = _first_commit_after(app, partitions)
 
-                upgrade = time.time()
-                spec = app.app()["spec"]
-                args = [*spec["application"]["args"], "--trigger-seconds", "3"]
-                app.patch_spec({"application": {**spec["application"], "args": args}})
-                app.wait(lambda: app.status().get("run", {}).get("number", 1) >= 3, 900, "the upgraded run")
-                figures["savepoint_upgrade_downtime_s"] = _first_commit_after(app, upgrade)
+            upgrade = time.time()
+            spec = app.app()["spec"]
+            args = [*spec["application"]["args"], "--trigger-seconds", "3"]
+            app.patch_spec({"application": {**spec["application"], "args": args}})
+            app.wait(lambda: app.status().get("run", {}).get("number", 1) >= 3, 900, "the upgraded run")
+            figures["savepoint_upgrade_downtime_s"] = _first_commit_after(app, upgrade)
 
-            app.patch_spec({"job": {"state": "suspended"}})
-            app.wait(lambda: app.status().get("phase") == "Suspended", 900, "Suspended")
-            app.input.next_file()
-            resumed = time.time()
-            app.patch_spec({"job": {"state": "running"}})
-            figures["resume_to_first_batch_s"] = _first_commit_after(app, resumed)
-        finally:
-            delete_namespace(api, namespace)
+        app.patch_spec({"job": {"state": "suspended"}})
+        app.wait(lambda: app.status().get("phase") == "Suspended", 900, "Suspended")
+        app.input.next_file()
+        resumed = time.time()
+        app.patch_spec({"job": {"state": "running"}})
+        figures["resume_to_first_batch_s"] = _first_commit_after(app, resumed)
     return figures
 
 

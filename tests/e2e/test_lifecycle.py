@@ -12,12 +12,11 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-import yaml
 from kubernetes import client
 
 from headrace.api import models, names
 from headrace.testbed import scenario
-from headrace.testbed.controlplane import create_namespace, delete_namespace
+from headrace.testbed.environment import deployed_example
 
 from .conftest import E2E
 from .sink import read_tumbling
@@ -27,20 +26,9 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def app(e2e: E2E) -> Iterator[scenario.AppHandle]:
-    with e2e.api_client() as api:
-        namespace = create_namespace(api)
-        data = scenario.prepare_data_dir(e2e.data_root, namespace)
-        handle = scenario.AppHandle(api, namespace, data)
-        try:
-            for _ in range(4):
-                handle.input.next_file()
-            manifest = scenario.windowed_counts_manifest(data, upgradeMode="savepoint")
-            (data / "streamingapp.yaml").write_text(yaml.safe_dump(manifest))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(data / "streamingapp.yaml"))
-            handle.wait(handle.commits, 600, "the first committed batch")
-            yield handle
-        finally:
-            delete_namespace(api, namespace)
+    with deployed_example(e2e, 4, upgradeMode="savepoint") as handle:
+        handle.wait(handle.commits, 600, "the first committed batch")
+        yield handle
 
 
 def _driver_names(app: scenario.AppHandle) -> list[str]:

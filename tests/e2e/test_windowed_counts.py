@@ -12,11 +12,10 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from headrace.api import names
 from headrace.testbed import scenario
-from headrace.testbed.controlplane import create_namespace, delete_namespace
+from headrace.testbed.environment import deployed_example
 
 from .conftest import E2E
 from .sink import read_tumbling
@@ -26,19 +25,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def deployed(e2e: E2E) -> Iterator[scenario.AppHandle]:
-    with e2e.api_client() as api:
-        namespace = create_namespace(api)
-        data = scenario.prepare_data_dir(e2e.data_root, namespace)
-        handle = scenario.AppHandle(api, namespace, data)
-        try:
-            for _ in range(5):
-                handle.input.next_file()
-            manifest_path = data / "streamingapp.yaml"
-            manifest_path.write_text(yaml.safe_dump(scenario.windowed_counts_manifest(data)))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(manifest_path))
-            yield handle
-        finally:
-            delete_namespace(api, namespace)
+    with deployed_example(e2e, 5) as handle:
+        yield handle
 
 
 def test_driver_and_executors_run_as_pods_and_commit_batches(e2e: E2E, deployed: scenario.AppHandle) -> None:

@@ -16,11 +16,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from kubernetes import config
 from kubernetes.client import ApiClient
 
-from headrace.testbed import build, images
+from headrace.testbed import build, images, scenario
 from headrace.testbed.cluster import Cluster
+from headrace.testbed.controlplane import create_namespace, delete_namespace
 from headrace.testbed.scenario import OPERATOR_NAMESPACE, REPOSITORY
 
 
@@ -82,3 +84,22 @@ def environment(workdir: Path) -> Iterator[Environment]:
             yield target
         finally:
             shutil.rmtree(data_root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def deployed_example(target: Environment, files: int, **spec_overrides: object) -> Iterator[scenario.AppHandle]:
+    """The windowed-counts example in a fresh namespace, `files` click files written, applied with kubectl;
+    the namespace is deleted afterwards."""
+    with target.api_client() as api:
+        namespace = create_namespace(api)
+        data = scenario.prepare_data_dir(target.data_root, namespace)
+        handle = scenario.AppHandle(api, namespace, data)
+        try:
+            for _ in range(files):
+                handle.input.next_file()
+            manifest_path = data / "streamingapp.yaml"
+            manifest_path.write_text(yaml.safe_dump(scenario.windowed_counts_manifest(data, **spec_overrides)))
+            target.kubectl("apply", "-n", namespace, "-f", str(manifest_path))
+            yield handle
+        finally:
+            delete_namespace(api, namespace)
