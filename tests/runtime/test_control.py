@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from headrace.runtime.control import ActionError, ControlServer
 class FakeActions:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.stopped_response_sent = threading.Event()
 
     def status(self) -> dict[str, Any]:
         self.calls.append(("status", None))
@@ -35,6 +37,7 @@ class FakeActions:
 
     def after_stop_response(self) -> None:
         self.calls.append(("after_stop", None))
+        self.stopped_response_sent.set()
 
     def rescale(self, executors: int) -> dict[str, Any]:
         self.calls.append(("rescale", executors))
@@ -98,5 +101,7 @@ def test_actions_with_the_token(served: tuple[FakeActions, int]) -> None:
     assert call(port, "POST", contract.PATH_RESCALE, {"executors": 3}, token="s3cret") == (200, {"requested": 3})
     assert call(port, "POST", contract.PATH_RESCALE, {"executors": "3"}, token="s3cret")[0] == 400
     assert call(port, "POST", contract.PATH_STOP_WITH_SAVEPOINT, {}, token="s3cret")[0] == 200
+    # The server runs the after-response hook once the reply is written, so the client may read first.
+    assert actions.stopped_response_sent.wait(timeout=10)
     assert actions.calls[-2:] == [("stop", (None, "stop")), ("after_stop", None)]
     assert call(port, "GET", "/v1/unknown", token="s3cret")[0] == 404
