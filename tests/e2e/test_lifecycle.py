@@ -1,12 +1,17 @@
 """Stateful lifecycle on a real cluster, each step ending with the sink exactly-once.
 
-One app, in steps: a savepoint while running (the job goes on), in-place rescale up and down
-(no restart), a savepoint upgrade to new args, suspend then resume (restored from the suspend
-savepoint), and the sink checked against the input at the end.
+One app, in steps, with input arriving throughout: a savepoint while running (the job goes on),
+in-place rescale up and down (no restart), a savepoint upgrade to new args, a state partition
+change (stop-with-savepoint, offline repartition, restore), a last-state upgrade, a broken upgrade
+rolled back to the last stable spec, suspend then resume (restored from the suspend savepoint);
+the sink is then checked against the input. Last, a stateless upgrade to a new output: the new run
+starts with empty state and re-reads the file source from its start, so the new output holds every
+input event exactly once on its own (the documented stateless behaviour for a file source).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -33,6 +38,29 @@ def app(e2e: E2E) -> Iterator[scenario.AppHandle]:
 
 def _driver_names(app: scenario.AppHandle) -> list[str]:
     return [pod.metadata.name for pod in app.running(names.ROLE_DRIVER)]
+
+
+def _run_of(app: scenario.AppHandle) -> tuple[int, int]:
+    run = app.status().get("run") or {}
+    return int(run.get("number", 0)), int(run.get("attempt", 0))
+
+
+def _events(app: scenario.AppHandle) -> list[str]:
+    return [event.reason for event in app.core.list_namespaced_event(app.namespace).items]
+
+
+def _change_and_wait_for(app: scenario.AppHandle, spec: dict[str, object], run: tuple[int, int], what: str) -> float:
+    """Patch the spec with input arriving, wait for driver `run` (number, attempt) to commit a batch; the
+    seconds from the change to that first batch (the downtime)."""
+    clock = time.monotonic()
+    with scenario.Writer(app.input):
+        changed = time.time()
+        app.patch_spec(spec)
+        app.wait(lambda: _run_of(app) == run and app.status().get("phase") == "Running", 400, what)
+        app.wait(lambda: app.commits_after(changed), 300, f"a batch committed by {what}")
+        downtime = min(path.stat().st_mtime for path in app.commits_after(changed)) - changed
+    print(f"{what}: downtime {downtime:.1f}s (step took {time.monotonic() - clock:.1f}s)")
+    return downtime
 
 
 def test_savepoint_while_running_does_not_stop_the_job(app: scenario.AppHandle) -> None:
@@ -66,18 +94,61 @@ def test_rescale_in_place_up_and_down_without_restart(e2e: E2E, app: scenario.Ap
 
 
 def test_savepoint_upgrade_to_new_args(app: scenario.AppHandle) -> None:
-    run = app.status()["run"]["number"]
+    number, _ = _run_of(app)
+    args = [*app.app()["spec"]["application"]["args"], "--trigger-seconds", "3"]
+    _change_and_wait_for(app, {"application": {"args": args}}, (number + 1, 1), "the savepoint upgrade")
+    status = app.status()
+    assert status["run"]["restoredFrom"], "a savepoint upgrade restores the new run from the savepoint"
+    assert status["run"]["restoredFrom"] == status["latestSavepoint"]["path"]
+
+
+def test_partition_change_goes_through_savepoint_and_repartition(app: scenario.AppHandle) -> None:
+    number, _ = _run_of(app)
+    assert app.app()["spec"]["state"]["partitions"] == 8
+    _change_and_wait_for(app, {"state": {"partitions": 12}}, (number + 1, 1), "the repartitioned run")
+    assert "RescalingThroughSavepoint" in _events(app)
+    offsets = sorted((app.data / "state").glob(f"**/r{number + 1}/**/offsets/[0-9]*"), key=lambda p: int(p.name))
+    assert offsets, "the new run has a checkpoint"
+    assert '"spark.sql.shuffle.partitions":"12"' in offsets[-1].read_text().replace(" ", "")
+
+
+def test_last_state_upgrade_keeps_the_checkpoint(app: scenario.AppHandle) -> None:
+    number, attempt = _run_of(app)
+    before = app.status()["run"]
     spec = app.app()["spec"]
-    args = [*spec["application"]["args"], "--trigger-seconds", "3"]
-    clock = time.monotonic()
+    args = [*spec["application"]["args"], "--trigger-seconds", "2"]
+    _change_and_wait_for(
+        app, {"upgradeMode": "last-state", "application": {"args": args}}, (number, attempt + 1), "last-state upgrade"
+    )
+    after = app.status()["run"]
+    assert after["checkpointDir"] == before["checkpointDir"], "last-state keeps the run's checkpoint"
+    assert "LastStateUpgrade" in _events(app)
+
+
+def test_broken_upgrade_is_rolled_back_to_the_last_stable_spec(app: scenario.AppHandle) -> None:
+    app.patch_spec({"rollback": {"enabled": True, "stableAfter": "10s"}})
+    app.wait(
+        lambda: (s := app.status()).get("lastStableSpec") and s["lastStableSpec"] == s.get("lastReconciledSpec"),
+        120,
+        "the running spec to count as stable",
+    )
+    good = app.app()["spec"]["application"]["args"]
+    number, attempt = _run_of(app)
     with scenario.Writer(app.input):
-        app.patch_spec({"application": {**spec["application"], "args": args}})
-        app.wait(lambda: (app.status().get("run") or {}).get("number") == run + 1, 300, "a new run")
-        status = app.wait(lambda: (s := app.status()).get("phase") == "Running" and s, 300, "the new run running")
-        assert status["run"]["restoredFrom"], "a savepoint upgrade restores the new run from the savepoint"
-        started = time.time()
-        app.wait(lambda: app.commits_after(started), 300, "a batch committed by the upgraded job")
-    print(f"savepoint upgrade downtime (spec change -> new run committing): {time.monotonic() - clock:.1f}s")
+        app.patch_spec({"application": {"args": [*good, "--no-such-option"]}})
+        status = app.wait(lambda: (s := app.status()).get("phase") == "RolledBack" and s, 400, "phase RolledBack")
+        rolled_back_at = time.time()
+        assert status["run"]["number"] == number and status["run"]["attempt"] >= attempt + 2
+        assert status["restarts"]["lastFailureReason"]
+        app.wait(lambda: app.running(names.ROLE_DRIVER), 300, "the rolled-back driver")
+        app.wait(lambda: app.commits_after(rolled_back_at), 300, "a batch committed by the rolled-back driver")
+    assert "RollingBack" in _events(app)
+    running = json.loads(app.status()["lastReconciledSpec"])
+    assert running["application"]["args"] == good
+    # Fixing the spec (here: going back to the good args) clears the rolled-back state.
+    app.patch_spec({"application": {"args": good}})
+    app.wait(lambda: app.status().get("phase") == "Running", 120, "phase Running after the fix")
+    assert _run_of(app)[0] == number
 
 
 def test_suspend_then_resume(e2e: E2E, app: scenario.AppHandle) -> None:
@@ -103,4 +174,27 @@ def test_sink_is_exactly_once_after_the_whole_lifecycle(app: scenario.AppHandle)
         return seen if set(seen) >= set(expected) else None
 
     result = app.wait(complete, 300, "every window in the sink")
+    assert {key: result[key] for key in expected} == dict(expected)
+
+
+def test_stateless_upgrade_starts_from_empty_state_into_a_new_output(app: scenario.AppHandle) -> None:
+    number, _ = _run_of(app)
+    args = app.app()["spec"]["application"]["args"]
+    output = args.index("--output") + 1
+    fresh = [*args[:output], f"file://{app.data}/output-stateless", *args[output + 1 :]]
+    app.patch_spec({"upgradeMode": "stateless", "application": {"args": fresh}})
+    status = app.wait(
+        lambda: _run_of(app) == (number + 1, 1) and (s := app.status()).get("phase") == "Running" and s,
+        400,
+        "the stateless run",
+    )
+    assert not status["run"].get("restoredFrom"), "a stateless upgrade restores nothing"
+    assert "StatelessUpgrade" in _events(app)
+    expected = scenario.expected_tumbling_counts(app.input.counted())
+
+    def complete() -> Counter[tuple[str, str]] | None:
+        seen = read_tumbling(app.data / "output-stateless" / "tumbling")
+        return seen if set(seen) >= set(expected) else None
+
+    result = app.wait(complete, 400, "every window in the new output")
     assert {key: result[key] for key in expected} == dict(expected)

@@ -421,6 +421,7 @@ def test_partition_change_goes_through_savepoint_and_repartition() -> None:
     new = spec(state__partitions=16, upgradeMode="savepoint")
     plan = step(status, seen(pod()), later(5), app_spec=new, generation=2)
     assert any(isinstance(action, TakeSavepoint) and action.stop for action in plan.actions)
+    assert "RescalingThroughSavepoint" in [event.reason for event in plan.events]
 
 
 def test_periodic_savepoint_is_due_after_the_interval() -> None:

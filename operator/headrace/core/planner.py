@@ -408,6 +408,13 @@ def _upgrade(
         return
     if mode == "savepoint":
         builder.event("SavepointUpgrade", "stopping with a savepoint, then starting a new run restored from it")
+        running = parse_spec_json(builder.status.lastReconciledSpec)
+        if running is not None and running.state.partitions != spec.state.partitions:
+            builder.event(
+                "RescalingThroughSavepoint",
+                f"state.partitions {running.state.partitions} -> {spec.state.partitions}: the savepoint is "
+                "repartitioned offline before the new run restores it",
+            )
         savepoints.begin(builder, spec, pod, kind=savepoints.UPGRADE, reason="upgrade")
         return
     if mode == "stateless":
