@@ -2,6 +2,7 @@
 
 The status written before acting is the write-ahead log: a crash after it leaves
 `pendingOperation` behind, and the next reconciliation (of this or a restarted operator) resumes it.
+Each step (status written, before and after each action) is a failpoint the crash tests arm.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from headrace.adapters.driver import DriverControl, DriverUnavailable
 from headrace.adapters.kube import Conflict, KubeClient
 from headrace.api import models, names
+from headrace.controller import failpoints
 from headrace.controller.metrics import OperatorMetrics, restart_reason_label
 from headrace.controller.observe import CREATED_BY, CREATED_BY_OPERATOR, app_view, observe
 from headrace.core.plan import (
@@ -81,6 +83,8 @@ class Reconciler:
         plan = decide(view, observation, now)
         if plan.status != view.status:
             body = self.kube.replace_app_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+            if (pending := plan.status.pendingOperation) is not None:
+                failpoints.hit(f"after-status:{pending.kind}/{pending.step}")
         self.metrics.record_phase((namespace, name), plan.status.phase)
         delay = plan.requeue_after
         for action in plan.actions:
@@ -98,8 +102,16 @@ class Reconciler:
             except Exception:  # an event lost is not worth a failed reconcile
                 logger.exception("could not post event %s", event.reason)
 
-    def _act(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: PLR0911 - one branch per kind
-        self.metrics.actions.labels(type(action).__name__).inc()
+    def _act(self, body: dict[str, Any], action: Action) -> float | None:
+        kind = type(action).__name__
+        self.metrics.actions.labels(kind).inc()
+        if isinstance(action, TakeSavepoint):  # its failpoints surround the call to the driver
+            self._take_savepoint(body, action)
+            return 0.0
+        with failpoints.around(kind):
+            return self._carry_out(body, action)
+
+    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:
         namespace = body["metadata"]["namespace"]
         if isinstance(action, EnsureDriver):
             self._ensure_driver(body, action)
@@ -113,9 +125,6 @@ class Reconciler:
         if isinstance(action, CreateSavepointResource):
             self.kube.create_savepoint(namespace, _savepoint_body(body, action))
             return None
-        if isinstance(action, TakeSavepoint):
-            self._take_savepoint(body, action)
-            return 0.0
         if isinstance(action, SetSavepointStatus):
             status = {"phase": action.phase, "path": action.path, "message": action.message or None}
             self.kube.patch_savepoint_status(namespace, action.name, {**status, "time": format_time(self.clock())})
@@ -152,9 +161,11 @@ class Reconciler:
         try:
             if action.address is None or token is None:
                 raise DriverUnavailable("the driver has no address or control token yet")
+            failpoints.hit("before:TakeSavepoint")
             record = self.driver.savepoint(
                 action.address, token, path=action.path, reason=action.reason, stop=action.stop
             )
+            failpoints.hit("after:TakeSavepoint")
         except DriverUnavailable as error:
             logger.warning("savepoint %s/%s failed: %s", namespace, action.name, error)
             self.kube.patch_savepoint_status(
