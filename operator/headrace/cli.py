@@ -36,20 +36,41 @@ def _crds(args: argparse.Namespace) -> int:
 
 def _operator(args: argparse.Namespace) -> int:
     import kopf
+    import prometheus_client
 
-    from headrace import handlers  # noqa: F401 - registers the handlers
+    from headrace import handlers
+    from headrace.adapters.lease import LeaseClient
+    from headrace.controller import leader
+    from headrace.controller.metrics import OperatorMetrics
+    from headrace.settings import OperatorSettings
 
-    namespaces = [item for item in os.environ.get("HEADRACE_NAMESPACES", "").split(",") if item]
-    peering = os.environ.get("HEADRACE_PEERING") or None
-    health = int(os.environ.get("HEADRACE_HEALTH_PORT", "8081"))
+    settings = OperatorSettings.from_environ(os.environ)
     kopf.configure(verbose=args.verbose)
-    kopf.run(
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        standalone=peering is None,
-        peering_name=peering,
-        liveness_endpoint=f"http://0.0.0.0:{health}/healthz" if health else None,
+    metrics = OperatorMetrics(prometheus_client.REGISTRY)
+    if settings.metrics_port:
+        prometheus_client.start_http_server(settings.metrics_port)
+
+    def run() -> None:
+        kopf.run(
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            standalone=True,
+            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None,
+            memo=kopf.Memo(metrics=metrics),
+        )
+
+    if not settings.leader_election or settings.lease_namespace is None:  # (election needs a namespace: see settings)
+        metrics.leader.set(1)
+        run()
+        return 0
+    leases = LeaseClient(
+        handlers.api_client(),
+        settings.lease_namespace,
+        settings.lease_name,
+        timeout_seconds=settings.renew_deadline_seconds / 2,
     )
+    elector = leader.LeaderElector(leases, leader.ElectionConfig.from_settings(settings), metrics.leader)
+    leader.run_elected(elector, settings.health_port, run)
     return 0
 
 

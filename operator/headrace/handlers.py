@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-import prometheus_client
 from kubernetes import client, config
 
 from headrace.adapters.driver import DriverControl
@@ -27,7 +26,8 @@ from headrace.settings import OperatorSettings
 logger = logging.getLogger(__name__)
 
 
-def _api_client() -> client.ApiClient:
+def api_client() -> client.ApiClient:
+    """A client for the cluster the operator runs in (or the kubeconfig's, outside a cluster)."""
     try:
         config.load_incluster_config()
     except config.ConfigException:
@@ -43,17 +43,17 @@ def _now() -> datetime:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    """Configure kopf, build the reconciler and start the workers and the metrics server."""
+    """Configure kopf, build the reconciler and start the workers.
+
+    `headrace operator` passes the metrics (already served, before leader election) in the memo."""
     operator_settings = OperatorSettings.from_environ(os.environ)
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
-    metrics = OperatorMetrics(prometheus_client.REGISTRY)
-    if operator_settings.metrics_port:
-        prometheus_client.start_http_server(operator_settings.metrics_port)
-    reconciler = Reconciler(KubeClient(_api_client()), DriverControl(), metrics, _now)
+    metrics: OperatorMetrics = memo["metrics"]
+    reconciler = Reconciler(KubeClient(api_client()), DriverControl(), metrics, _now)
 
     def process(key: tuple[str, str]) -> float | None:
         delay = reconciler.reconcile(*key)

@@ -5,16 +5,25 @@
 | HEADRACE_NAMESPACES | (empty: all) | comma-separated namespaces to watch |
 | HEADRACE_WORKERS | 16 | apps reconciled concurrently |
 | HEADRACE_METRICS_PORT | 8080 | port of /metrics |
-| HEADRACE_HEALTH_PORT | 8081 | port of /healthz (kopf liveness) |
+| HEADRACE_HEALTH_PORT | 8081 | port of /healthz (kopf liveness; answered while standing by too) |
 | HEADRACE_RESYNC_SECONDS | 300 | reconcile every app at least this often |
-| HEADRACE_PEERING | (empty) | kopf peering name for running several replicas; empty: standalone |
+| HEADRACE_LEADER_ELECTION | false (chart: true) | act only while holding a Lease, so several replicas are safe |
+| HEADRACE_LEADER_ELECTION_NAMESPACE | $POD_NAMESPACE | namespace of the Lease |
+| HEADRACE_LEADER_ELECTION_LEASE | headrace | name of the Lease (chart: the release's full name) |
+| POD_NAME | (hostname_pid) | this replica's identity in the Lease (chart: downward API) |
+| HEADRACE_LEASE_DURATION_SECONDS | 15 | a standby takes over a Lease not renewed for this long |
+| HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
+| HEADRACE_RETRY_PERIOD_SECONDS | 2 | how often candidates try to acquire and the leader renews |
+
+The durations are client-go's defaults; the lease duration must exceed the renew deadline, which
+must exceed the retry period, so a leader always stops before anyone else can take over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class OperatorSettings(BaseModel):
@@ -25,7 +34,24 @@ class OperatorSettings(BaseModel):
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     health_port: int = Field(default=8081, ge=0, le=65535)
     resync_seconds: float = Field(default=300.0, gt=0)
-    peering: str | None = None
+    leader_election: bool = False
+    lease_namespace: str | None = None
+    lease_name: str = Field(default="headrace", min_length=1)
+    identity: str | None = None
+    lease_seconds: int = Field(default=15, ge=1)
+    renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    retry_seconds: float = Field(default=2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _election_is_consistent(self) -> OperatorSettings:
+        if self.leader_election and not self.lease_namespace:
+            raise ValueError("leader election needs the Lease's namespace: set HEADRACE_LEADER_ELECTION_NAMESPACE")
+        if not self.lease_seconds > self.renew_deadline_seconds > self.retry_seconds:
+            raise ValueError(
+                "HEADRACE_LEASE_DURATION_SECONDS must exceed HEADRACE_RENEW_DEADLINE_SECONDS, "
+                "which must exceed HEADRACE_RETRY_PERIOD_SECONDS"
+            )
+        return self
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> OperatorSettings:
@@ -36,6 +62,12 @@ class OperatorSettings(BaseModel):
             "metrics_port": environ.get("HEADRACE_METRICS_PORT", 8080),
             "health_port": environ.get("HEADRACE_HEALTH_PORT", 8081),
             "resync_seconds": environ.get("HEADRACE_RESYNC_SECONDS", 300),
-            "peering": environ.get("HEADRACE_PEERING") or None,
+            "leader_election": environ.get("HEADRACE_LEADER_ELECTION") or False,
+            "lease_namespace": environ.get("HEADRACE_LEADER_ELECTION_NAMESPACE") or environ.get("POD_NAMESPACE"),
+            "lease_name": environ.get("HEADRACE_LEADER_ELECTION_LEASE") or "headrace",
+            "identity": environ.get("POD_NAME") or None,
+            "lease_seconds": environ.get("HEADRACE_LEASE_DURATION_SECONDS", 15),
+            "renew_deadline_seconds": environ.get("HEADRACE_RENEW_DEADLINE_SECONDS", 10),
+            "retry_seconds": environ.get("HEADRACE_RETRY_PERIOD_SECONDS", 2),
         }
         return cls.model_validate(raw)

@@ -37,6 +37,11 @@ class OperatorMetrics:
             "headrace_actions_total", "Actions carried out, by kind.", ["action"], registry=self.registry
         )
         self.events = Counter("headrace_events_total", "Events posted, by type.", ["type"], registry=self.registry)
+        self.leader = Gauge(
+            "headrace_operator_leader",
+            "1 while this replica acts (holds the leader Lease, or runs without leader election), else 0.",
+            registry=self.registry,
+        )
         for result in RESULTS:
             self.reconciles.labels(result)
         for phase in PHASES:

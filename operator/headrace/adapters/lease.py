@@ -1,0 +1,110 @@
+"""The leader-election Lease (coordination.k8s.io/v1) as the operator reads and writes it.
+
+Owns: get, create and replace of one Lease, translating its spec to and from `LeaseRecord`.
+Writes are optimistic: create fails if it exists, replace carries the resourceVersion it read; a
+409 from either means another candidate wrote first, and comes back as False ("lost the race").
+Every call has a timeout, so a hung connection never outlives the renew deadline.
+Never: decides who leads (that is `headrace.core.election`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from headrace.core.election import LeaseRecord
+from headrace.core.timefmt import parse_time
+
+HTTP_NOT_FOUND = 404
+HTTP_CONFLICT = 409
+
+
+@dataclass(frozen=True)
+class StoredLease:
+    """A Lease as read: its record and the resourceVersion to guard a replace with."""
+
+    record: LeaseRecord
+    resource_version: str
+
+
+def _micro_time(moment: datetime | None) -> str | None:
+    """A MicroTime as the API server wants it (always six fractional digits)."""
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _spec(record: LeaseRecord) -> dict[str, Any]:
+    return {
+        "holderIdentity": record.holder or None,
+        "leaseDurationSeconds": record.lease_seconds,
+        "acquireTime": _micro_time(record.acquire_time),
+        "renewTime": _micro_time(record.renew_time),
+        "leaseTransitions": record.transitions,
+    }
+
+
+def _record(spec: dict[str, Any]) -> LeaseRecord:
+    acquire, renew = spec.get("acquireTime"), spec.get("renewTime")
+    return LeaseRecord(
+        holder=spec.get("holderIdentity") or None,
+        lease_seconds=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=parse_time(acquire) if acquire else None,
+        renew_time=parse_time(renew) if renew else None,
+        transitions=int(spec.get("leaseTransitions") or 0),
+    )
+
+
+class LeaseClient:
+    """One Lease, by namespace and name (thread-safe: the renewer and the main thread share it)."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str, name: str, *, timeout_seconds: float) -> None:
+        # Any: the stubs want V1Lease models; the operator sends and reads plain JSON (no model round trip).
+        self.coordination: Any = client.CoordinationV1Api(api_client)
+        self.namespace, self.name = namespace, name
+        self.timeout_seconds = timeout_seconds
+
+    def get_lease(self) -> StoredLease | None:
+        """The Lease, or None when there is none yet."""
+        try:
+            response = self.coordination.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False, _request_timeout=self.timeout_seconds
+            )
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return None
+            raise
+        body = json.loads(response.data)
+        return StoredLease(_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
+
+    def create_lease(self, record: LeaseRecord) -> bool:
+        """Create the Lease holding `record`; False if someone created it first."""
+        body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": _spec(record)}
+        try:
+            self.coordination.create_namespaced_lease(
+                self.namespace, body, _preload_content=False, _request_timeout=self.timeout_seconds
+            )
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                return False
+            raise
+        return True
+
+    def replace_lease(self, record: LeaseRecord, resource_version: str) -> bool:
+        """Write `record` over the version read; False if the Lease changed since (or is gone)."""
+        body = {
+            "metadata": {"name": self.name, "namespace": self.namespace, "resourceVersion": resource_version},
+            "spec": _spec(record),
+        }
+        try:
+            self.coordination.replace_namespaced_lease(
+                self.name, self.namespace, body, _preload_content=False, _request_timeout=self.timeout_seconds
+            )
+        except ApiException as error:
+            if error.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+                return False
+            raise
+        return True

@@ -1,0 +1,76 @@
+"""Leader election over a coordination.k8s.io/v1 Lease, decided like client-go's leaderelection.
+
+Owns: given the Lease as last observed (or none), when this candidate first saw that version of it
+(its own clock, so clocks of different nodes never get compared), its identity and now, what to
+write: create the Lease, renew my hold, acquire a released or expired one, or nothing because
+someone else holds a fresh lease. Also the record that releases a Lease on a clean shutdown.
+Never: reads the Lease or the clock; `headrace.controller.leader` does, and writes what this says.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The spec of a Lease: who holds it, for how long after its last renewal, since when."""
+
+    holder: str | None
+    lease_seconds: int
+    acquire_time: datetime | None = None
+    renew_time: datetime | None = None
+    transitions: int = 0
+
+
+class Action(enum.Enum):
+    """What to write to the Lease."""
+
+    CREATE = "create"
+    RENEW = "renew"
+    ACQUIRE = "acquire"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The write to make (none for WAIT); the candidate leads once that write is stored."""
+
+    action: Action
+    record: LeaseRecord | None
+
+    @property
+    def leads(self) -> bool:
+        """Whether this candidate leads once the write succeeds (a 409 means it lost the race)."""
+        return self.action is not Action.WAIT
+
+
+def expired(observed: LeaseRecord, observed_at: datetime, now: datetime) -> bool:
+    """A lease nobody renewed for its duration, counted from when this candidate saw it last change."""
+    return now >= observed_at + timedelta(seconds=observed.lease_seconds)
+
+
+def decide(
+    observed: LeaseRecord | None, observed_at: datetime, identity: str, now: datetime, lease_seconds: int
+) -> Decision:
+    """What this candidate writes, given the Lease it observed and when it first saw that version."""
+    mine = LeaseRecord(holder=identity, lease_seconds=lease_seconds, acquire_time=now, renew_time=now)
+    if observed is None:
+        return Decision(Action.CREATE, mine)
+    if observed.holder == identity:
+        renewed = replace(
+            observed, lease_seconds=lease_seconds, renew_time=now, acquire_time=observed.acquire_time or now
+        )
+        return Decision(Action.RENEW, renewed)
+    if not observed.holder or expired(observed, observed_at, now):
+        return Decision(Action.ACQUIRE, replace(mine, transitions=observed.transitions + 1))
+    return Decision(Action.WAIT, None)
+
+
+def release(observed: LeaseRecord | None, identity: str, now: datetime) -> LeaseRecord | None:
+    """The record that gives up my hold at once (no holder, one-second duration), or None if not mine."""
+    if observed is None or observed.holder != identity:
+        return None
+    return LeaseRecord(holder=None, lease_seconds=1, acquire_time=now, renew_time=now, transitions=observed.transitions)
