@@ -14,6 +14,7 @@
 | HEADRACE_LEASE_DURATION_SECONDS | 15 | a standby takes over a Lease not renewed for this long |
 | HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
 | HEADRACE_RETRY_PERIOD_SECONDS | 2 | how often candidates try to acquire and the leader renews |
+| HEADRACE_FAILPOINTS | (empty: off) | tests only: failpoints where the process exits hard (controller/failpoints.py) |
 
 The durations are client-go's defaults; the lease duration must exceed the renew deadline, which
 must exceed the retry period, so a leader always stops before anyone else can take over.
