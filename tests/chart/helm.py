@@ -63,6 +63,16 @@ def by_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [manifest for manifest in manifests if manifest["kind"] == kind]
 
 
+def operator_environ(deployment: dict[str, Any], pod_name: str, pod_namespace: str) -> dict[str, str]:
+    """The operator container's environment, with the downward API fields a pod of that name would get."""
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    fields = {"metadata.name": pod_name, "metadata.namespace": pod_namespace}
+    return {
+        item["name"]: item["value"] if "value" in item else fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+        for item in container["env"]
+    }
+
+
 def sample_attempt(namespace: str = "analytics") -> Attempt:
     """An attempt of a typical app, to render what the operator creates for it."""
     spec = StreamingAppSpec.model_validate(

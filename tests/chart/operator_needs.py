@@ -3,6 +3,8 @@
 - every Kubernetes client method (`self.core.create_namespaced_pod`, ...) in the methods of
   `headrace.adapters.kube` that the operator's controller and handlers call (the CLI uses the
   same adapter with the user's own credentials), mapped to (API group, resource, verb);
+- the same for the leader-election Lease (`headrace.adapters.lease`), needed in the release
+  namespace only;
 - list and watch of every resource a kopf handler is registered for (`headrace.handlers`), plus
   what kopf itself does (events, CRD and namespace observation);
 - every rule of the Role the operator creates for drivers (`headrace.render.manifests.rbac`):
@@ -23,8 +25,14 @@ from .helm import sample_attempt
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "headrace"
 KUBE_ADAPTER = PACKAGE / "adapters" / "kube.py"
+LEASE_ADAPTER = PACKAGE / "adapters" / "lease.py"
 OPERATOR_SIDE = [*sorted((PACKAGE / "controller").glob("*.py")), PACKAGE / "handlers.py"]
-CLIENT_GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "custom": models.GROUP}
+CLIENT_GROUPS = {
+    "core": "",
+    "rbac": "rbac.authorization.k8s.io",
+    "custom": models.GROUP,
+    "coordination": "coordination.k8s.io",
+}
 VERBS = {
     "get": "get",
     "read": "get",
@@ -95,10 +103,10 @@ def _method_needs(function: ast.FunctionDef) -> set[Need]:
     return needs
 
 
-def adapter_method_needs() -> dict[str, set[Need]]:
-    """Method of `KubeClient` -> the permissions its client calls need."""
-    tree = ast.parse(KUBE_ADAPTER.read_text())
-    (adapter,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "KubeClient"]
+def adapter_method_needs(path: Path = KUBE_ADAPTER, class_name: str = "KubeClient") -> dict[str, set[Need]]:
+    """Method of an adapter class -> the permissions its client calls need."""
+    tree = ast.parse(path.read_text())
+    (adapter,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
     return {node.name: _method_needs(node) for node in adapter.body if isinstance(node, ast.FunctionDef)}
 
 
@@ -114,6 +122,13 @@ def adapter_needs() -> set[Need]:
     """Permissions of every adapter method the operator calls."""
     called = operator_called_methods()
     return {need for method, needs in adapter_method_needs().items() if method in called for need in needs}
+
+
+def lease_needs() -> set[Need]:
+    """Permissions of every Lease adapter method the operator calls (in the release namespace)."""
+    called = operator_called_methods()
+    methods = adapter_method_needs(LEASE_ADAPTER, "LeaseClient")
+    return {need for method, needs in methods.items() if method in called for need in needs}
 
 
 def kopf_needs() -> set[Need]:

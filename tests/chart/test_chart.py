@@ -12,7 +12,7 @@ import yaml
 from headrace.render import manifests
 from headrace.settings import OperatorSettings
 
-from .helm import CHART, PROMETHEUS_OPERATOR_API, by_kind, helm, render, sample_attempt
+from .helm import CHART, PROMETHEUS_OPERATOR_API, by_kind, helm, operator_environ, render, sample_attempt
 
 WATCHED = {"watchNamespaces": ["analytics", "fraud"]}
 EVERYTHING = {
@@ -22,7 +22,9 @@ EVERYTHING = {
 }
 
 
-@pytest.mark.parametrize("values", [None, WATCHED, {**WATCHED, "peering": {"enabled": True}, "replicaCount": 2}])
+@pytest.mark.parametrize(
+    "values", [None, WATCHED, {**WATCHED, "replicaCount": 2}, {"leaderElection": {"enabled": False}}]
+)
 def test_helm_lint_strict(values: dict[str, Any] | None, tmp_path: Path) -> None:
     completed = helm("lint", "--strict", str(CHART), values=values, workdir=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
@@ -42,6 +44,9 @@ def test_helm_lint_strict(values: dict[str, Any] | None, tmp_path: Path) -> None
         ({"watchNamespaces": "analytics"}, "/watchNamespaces"),
         ({"metrics": {"podMonitor": {"interval": "often"}}}, "/metrics/podMonitor/interval"),
         ({"serviceAccount": {"create": "yes"}}, "/serviceAccount/create"),
+        ({"peering": {"enabled": True}}, "'peering' not allowed"),
+        ({"leaderElection": {"leaseDurationSeconds": "15s"}}, "/leaderElection/leaseDurationSeconds"),
+        ({"leaderElection": {"leaseName": "Not A Name"}}, "/leaderElection/leaseName"),
     ],
 )
 def test_schema_rejects_bad_values_naming_them(values: dict[str, Any], named: str, tmp_path: Path) -> None:
@@ -50,20 +55,73 @@ def test_schema_rejects_bad_values_naming_them(values: dict[str, Any], named: st
     assert named in completed.stderr, completed.stderr
 
 
-def test_several_replicas_need_peering(tmp_path: Path) -> None:
-    completed = helm("template", "headrace", str(CHART), values={"replicaCount": 2}, workdir=tmp_path)
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"replicaCount": 2, "leaderElection": {"enabled": False}},
+            "replicaCount > 1 needs leaderElection.enabled=true",
+        ),
+        (
+            {"leaderElection": {"renewDeadlineSeconds": 15}},
+            "leaseDurationSeconds must exceed renewDeadlineSeconds, which must exceed retryPeriodSeconds",
+        ),
+        (
+            {"leaderElection": {"retryPeriodSeconds": 10}},
+            "leaseDurationSeconds must exceed renewDeadlineSeconds, which must exceed retryPeriodSeconds",
+        ),
+    ],
+)
+def test_unsafe_leader_election_values_fail_with_a_message(
+    values: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    completed = helm("template", "headrace", str(CHART), values=values, workdir=tmp_path)
     assert completed.returncode != 0
-    assert "replicaCount > 1 needs peering.enabled=true" in completed.stderr
+    assert message in completed.stderr, completed.stderr
+
+
+POD_NAME = "headrace-5f7d9-abcde"
+
+
+def _environ(deployment: dict[str, Any]) -> dict[str, str]:
+    return operator_environ(deployment, POD_NAME, "headrace-system")
 
 
 def test_default_values_agree_with_the_operator_settings(tmp_path: Path) -> None:
+    """Equal but for leader election, which the operator leaves off unless told (a local run) and the
+    chart turns on, with the pod's name and namespace from the downward API."""
     (deployment,) = by_kind(render(tmp_path), "Deployment")
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    environ = {item["name"]: item["value"] for item in container["env"]}
-    assert OperatorSettings.from_environ(environ) == OperatorSettings()
-    watched = by_kind(render(tmp_path, WATCHED), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
-    settings = OperatorSettings.from_environ({item["name"]: item["value"] for item in watched["env"]})
-    assert settings.namespaces == ["analytics", "fraud"]
+    elected = OperatorSettings(leader_election=True, lease_namespace="headrace-system", identity=POD_NAME)
+    assert OperatorSettings.from_environ(_environ(deployment)) == elected
+    watched = by_kind(render(tmp_path, WATCHED), "Deployment")[0]
+    assert OperatorSettings.from_environ(_environ(watched)).namespaces == ["analytics", "fraud"]
+    off = by_kind(render(tmp_path, {"leaderElection": {"enabled": False}}), "Deployment")[0]
+    assert not OperatorSettings.from_environ(_environ(off)).leader_election
+
+
+def test_leader_election_shapes_the_rollout_and_the_lease_role(tmp_path: Path) -> None:
+    manifests = render(tmp_path, {"fullnameOverride": "ops", "leaderElection": {"leaseName": "ops-leader"}})
+    (deployment,) = by_kind(manifests, "Deployment")
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert _environ(deployment)["HEADRACE_LEADER_ELECTION_LEASE"] == "ops-leader"
+    (role,) = by_kind(manifests, "Role")
+    assert role["metadata"]["namespace"] == "headrace-system"
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]} in role["rules"]
+    named = [rule for rule in role["rules"] if rule.get("resourceNames")]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["ops-leader"],
+            "verbs": ["get", "update"],
+        }
+    ]
+    off = render(tmp_path, {"leaderElection": {"enabled": False}})
+    assert by_kind(off, "Deployment")[0]["spec"]["strategy"] == {"type": "Recreate"}
+    assert not by_kind(off, "Role")
 
 
 def test_deployment_is_restricted_and_probed(tmp_path: Path) -> None:
@@ -121,7 +179,15 @@ def test_dashboard_and_argocd_configmaps_carry_the_files(tmp_path: Path) -> None
 
 def test_optional_objects_are_off_by_default(tmp_path: Path) -> None:
     kinds = sorted({manifest["kind"] for manifest in render(tmp_path)})
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
 
 
 def _documented_values(schema: dict[str, Any], values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

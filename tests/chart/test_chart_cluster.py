@@ -26,12 +26,13 @@ from headrace.testbed.controlplane import (
 )
 from headrace.testbed.operator_process import OperatorProcess, install_crds
 
-from .helm import CHART, by_kind, prometheus_operator_crds, render
+from .helm import CHART, by_kind, operator_environ, prometheus_operator_crds, render
 from .operator_needs import (
     CLUSTER_NEEDS_ALWAYS,
     CLUSTER_NEEDS_WATCHING_NAMESPACES,
     Need,
     kopf_needs,
+    lease_needs,
     namespaced_needs,
 )
 
@@ -80,7 +81,7 @@ def test_every_rendered_manifest_passes_a_server_side_dry_run(
 ) -> None:
     values: dict[str, Any] = {
         "cluster-wide": {},
-        "watched namespaces": {"watchNamespaces": watched, "peering": {"enabled": False}},
+        "watched namespaces": {"watchNamespaces": watched, "leaderElection": {"enabled": False}},
         "optional objects": OPTIONAL_OBJECTS,
     }[mode]
     manifests = render(tmp_path, values, namespace=namespace)
@@ -172,8 +173,9 @@ class InstalledRbac:
                 if error.status != 404:
                     raise
 
-    def allowed(self, need: Need, namespace: str | None) -> bool:
-        """Ask the API server's authorizer (RBAC) whether the operator's ServiceAccount may do it."""
+    def allowed(self, need: Need, namespace: str | None, name: str | None = None) -> bool:
+        """Ask the API server's authorizer (RBAC) whether the operator's ServiceAccount may do it (to the
+        object `name`, if given)."""
         resource, _, subresource = need.resource.partition("/")
         review = client.V1SubjectAccessReview(
             spec=client.V1SubjectAccessReviewSpec(
@@ -185,14 +187,15 @@ class InstalledRbac:
                     resource=resource,
                     subresource=subresource or None,
                     verb=need.verb,
+                    name=name,
                 ),
             )
         )
         result: Any = client.AuthorizationV1Api(self.api).create_subject_access_review(review)
         return bool(result.status.allowed)
 
-    def missing(self, needs: set[Need], namespace: str | None) -> list[Need]:
-        return sorted(need for need in needs if not self.allowed(need, namespace))
+    def missing(self, needs: set[Need], namespace: str | None, name: str | None = None) -> list[Need]:
+        return sorted(need for need in needs if not self.allowed(need, namespace, name))
 
 
 def _release() -> str:
@@ -221,13 +224,25 @@ def test_cluster_wide_rbac_covers_the_operator(kube_api: ApiClient, namespace: s
         assert rbac.missing(cluster - {Need("", "events", "list"), Need("", "events", "watch")}, None) == []
         assert rbac.missing(CLUSTER_NEEDS_ALWAYS, None) == []
         assert [need for need in NEVER if rbac.allowed(need, "any-namespace")] == []
+        _check_lease_rbac(rbac, namespace, manifests)
+
+
+def _check_lease_rbac(rbac: InstalledRbac, namespace: str, manifests: list[dict[str, Any]]) -> None:
+    """The leader-election Lease: every call the operator makes, on its Lease in the release namespace only."""
+    (deployment,) = by_kind(manifests, "Deployment")
+    name = operator_environ(deployment, "pod", namespace)["HEADRACE_LEADER_ELECTION_LEASE"]
+    needs = lease_needs()
+    assert {need.verb for need in needs} == {"get", "create", "update"}
+    assert rbac.missing(needs, namespace, name) == []
+    assert sorted(need for need in needs if rbac.allowed(need, "elsewhere", name)) == []
+    assert sorted(need for need in needs if need.verb != "create" and rbac.allowed(need, namespace, "other")) == []
 
 
 def test_watched_namespace_rbac_covers_the_operator_there_only(
     kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
 ) -> None:
     manifests = render(tmp_path, {"watchNamespaces": watched}, release=_release(), namespace=namespace)
-    assert len(by_kind(manifests, "Role")) == 2
+    assert len(by_kind(manifests, "Role")) == 3  # one per watched namespace, and the Lease's
     with InstalledRbac(kube_api, manifests) as rbac:
         needs = namespaced_needs()
         for name in watched:
@@ -240,6 +255,7 @@ def test_watched_namespace_rbac_covers_the_operator_there_only(
             delete_namespace(kube_api, unwatched)
         assert not rbac.allowed(Need("", "pods", "list"), None)
         assert [need for need in NEVER if rbac.allowed(need, watched[0])] == []
+        _check_lease_rbac(rbac, namespace, manifests)
 
 
 # ----------------------------------------------------------------- the real operator, real RBAC --
@@ -267,6 +283,13 @@ def _app(namespace: str) -> dict[str, Any]:
     }
 
 
+def _driver_pods(api: ApiClient, namespace: str) -> list[Any]:
+    pods: Any = client.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"{names.APP}=clicks,{names.ROLE}={names.ROLE_DRIVER}"
+    )
+    return list(pods.items)
+
+
 def _wait_for(check: Any, timeout_seconds: float, what: str) -> Any:
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
@@ -283,7 +306,7 @@ def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
     install_crds(kube_api)
     manifests = render(tmp_path, {"watchNamespaces": watched[:1]}, release=_release(), namespace=namespace)
     (deployment,) = by_kind(manifests, "Deployment")
-    environ = {item["name"]: item["value"] for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    environ = operator_environ(deployment, "operator", namespace)
     with InstalledRbac(kube_api, manifests) as rbac:
         kubeconfig = _token_kubeconfig(kube_api, control_plane, rbac, tmp_path / "operator.kubeconfig")
         env = {"HEADRACE_NAMESPACES": environ["HEADRACE_NAMESPACES"], "HEADRACE_WORKERS": "2"}
@@ -294,14 +317,7 @@ def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
             custom.create_namespaced_custom_object(
                 models.GROUP, models.VERSION, app_namespace, models.APP_PLURAL, _app(app_namespace)
             )
-
-            def driver_pod() -> Any:
-                pods = client.CoreV1Api(kube_api).list_namespaced_pod(
-                    app_namespace, label_selector=f"{names.APP}=clicks,{names.ROLE}={names.ROLE_DRIVER}"
-                )
-                return pods.items
-
-            _wait_for(driver_pod, 60, "the operator to create the driver pod")
+            _wait_for(lambda: _driver_pods(kube_api, app_namespace), 60, "the operator to create the driver pod")
             role = client.RbacAuthorizationV1Api(kube_api).read_namespaced_role(
                 names.service_account("clicks"), app_namespace
             )
@@ -312,6 +328,78 @@ def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
             assert app["status"]["phase"] == "Deploying"
         log = operator.log_path.read_text()
         assert "403" not in log and "Forbidden" not in log and "forbidden" not in log, log[-4000:]
+
+
+ELECTION_ENV = (
+    "HEADRACE_NAMESPACES",
+    "HEADRACE_LEADER_ELECTION",
+    "HEADRACE_LEADER_ELECTION_LEASE",
+    "HEADRACE_LEASE_DURATION_SECONDS",
+    "HEADRACE_RENEW_DEADLINE_SECONDS",
+    "HEADRACE_RETRY_PERIOD_SECONDS",
+    "POD_NAME",
+    "POD_NAMESPACE",
+)
+
+
+def _lease_holder(api: ApiClient, namespace: str, name: str) -> str | None:
+    try:
+        lease: Any = client.CoordinationV1Api(api).read_namespaced_lease(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return lease.spec.holder_identity or None
+
+
+def _leader_gauge(operator: OperatorProcess) -> float:
+    (line,) = [line for line in operator.metrics().splitlines() if line.startswith("headrace_operator_leader ")]
+    return float(line.split()[1])
+
+
+def test_two_operators_under_the_chart_rbac_elect_one_leader_and_hand_over_on_a_clean_stop(
+    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
+) -> None:
+    """Two replicas with the chart's settings and RBAC: one leads, the other stands by without acting;
+    stopping the leader cleanly releases the Lease, so the standby takes over well before it expires."""
+    install_crds(kube_api)
+    manifests = render(tmp_path, {"watchNamespaces": watched[:1]}, release=_release(), namespace=namespace)
+    (deployment,) = by_kind(manifests, "Deployment")
+    with InstalledRbac(kube_api, manifests) as rbac:
+        kubeconfig = _token_kubeconfig(kube_api, control_plane, rbac, tmp_path / "operator.kubeconfig")
+        operators = {}
+        for pod in ("operator-a", "operator-b"):
+            environ = operator_environ(deployment, pod, namespace)
+            env = {name: environ[name] for name in ELECTION_ENV} | {"HEADRACE_WORKERS": "2"}
+            operators[pod] = OperatorProcess(kubeconfig, tmp_path / pod, env)
+        first, second = operators["operator-a"], operators["operator-b"]
+        lease = operator_environ(deployment, "", namespace)["HEADRACE_LEADER_ELECTION_LEASE"]
+        retry_seconds = float(operator_environ(deployment, "", namespace)["HEADRACE_RETRY_PERIOD_SECONDS"])
+        lease_seconds = float(operator_environ(deployment, "", namespace)["HEADRACE_LEASE_DURATION_SECONDS"])
+        with first:
+            _wait_for(lambda: _lease_holder(kube_api, namespace, lease) == "operator-a", 30, "operator-a to lead")
+            _wait_for(lambda: "headrace operator started" in first.log_path.read_text(), 30, "operator-a to run")
+            with second:
+                time.sleep(2 * retry_seconds)  # a few tries of the standby
+                assert _lease_holder(kube_api, namespace, lease) == "operator-a"
+                assert (_leader_gauge(first), _leader_gauge(second)) == (1, 0)
+                assert "headrace operator started" not in second.log_path.read_text()
+                stopped = time.monotonic()
+                first.stop()
+                _wait_for(lambda: _lease_holder(kube_api, namespace, lease) == "operator-b", 30, "operator-b to lead")
+                handover = time.monotonic() - stopped
+                print(f"clean stop of the leader -> the standby leads: {handover:.1f}s")
+                assert handover < lease_seconds, "the stopped leader did not release the Lease"
+                app_namespace = watched[0]
+                client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+                    models.GROUP, models.VERSION, app_namespace, models.APP_PLURAL, _app(app_namespace)
+                )
+                _wait_for(lambda: _driver_pods(kube_api, app_namespace), 60, "the new leader to create the driver")
+                assert _leader_gauge(second) == 1
+            assert _lease_holder(kube_api, namespace, lease) is None
+        for operator in (first, second):
+            log = operator.log_path.read_text()
+            assert "403" not in log and "Forbidden" not in log and "forbidden" not in log, log[-4000:]
 
 
 # ------------------------------------------------------------- Pod Security Standard: restricted --

@@ -23,6 +23,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{- define "headrace.leaseName" -}}
+{{- default (include "headrace.fullname" .) .Values.leaderElection.leaseName -}}
+{{- end -}}
+
 {{- define "headrace.serviceAccountName" -}}
 {{- default (include "headrace.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
@@ -69,9 +73,4 @@ those verbs appear here too. tests/chart checks both against the code.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-{{- if and .Values.peering.enabled .Values.watchNamespaces }}
-- apiGroups: [kopf.dev]
-  resources: [kopfpeerings]
-  verbs: [get, list, watch, patch]
-{{- end }}
 {{- end -}}

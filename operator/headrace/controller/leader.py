@@ -32,7 +32,8 @@ from headrace.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
 WATCHDOG_SECONDS = 0.25
-WORKERS_DONE_SECONDS = 20.0
+RECONCILES_DONE_SECONDS = 20.0
+RECONCILE_THREADS = "reconcile"  # the thread name prefix of the work queue's pool (controller/workqueue.py)
 
 
 def _now() -> datetime:
@@ -220,16 +221,13 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def _workers_done(timeout_seconds: float) -> bool:
-    """Wait for every non-daemon thread but this one (the reconcile pool) to finish; True if they did."""
+def _reconciles_done(timeout_seconds: float) -> bool:
+    """Wait for the work queue's reconcile threads to finish what they run; True if they all did."""
     deadline = time.monotonic() + timeout_seconds
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(
-        thread.is_alive() and not thread.daemon and thread is not threading.current_thread()
-        for thread in threading.enumerate()
-    )
+    workers = [thread for thread in threading.enumerate() if thread.name.startswith(RECONCILE_THREADS)]
+    for thread in workers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in workers)
 
 
 def run_elected(elector: LeaderElector, health_port: int, work: Callable[[], None]) -> bool:
@@ -245,7 +243,7 @@ def run_elected(elector: LeaderElector, health_port: int, work: Callable[[], Non
             return False
     elector.keep_renewing()
     work()
-    if _workers_done(WORKERS_DONE_SECONDS):
+    if _reconciles_done(RECONCILES_DONE_SECONDS):
         elector.release()
     else:
         logger.warning("leader election: reconciles still running; leaving the Lease to expire")

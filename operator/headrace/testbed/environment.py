@@ -51,13 +51,15 @@ class Environment:
         """A kubernetes client for the cluster (close it, or use it in a with block)."""
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
-    def install_operator(self) -> None:
-        """Install (or upgrade) the operator from the repository's chart and wait until it runs."""
+    def install_operator(self, *values: str) -> None:
+        """Install (or upgrade) the operator from the repository's chart and wait until it runs; `values`
+        are extra `--set`s (e.g. `replicaCount=2`); without them the release goes back to the defaults."""
         tag = images.image_ref("operator").rsplit(":", 1)[1]
+        extra = [arg for value in values for arg in ("--set", value)]
         self.helm(
             "upgrade", "--install", "headrace", str(REPOSITORY / "charts" / "headrace"),
             "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
-            "--set", f"image.tag={tag}", "--set", "logVerbose=true", "--wait", "--timeout", "5m",
+            "--set", f"image.tag={tag}", "--set", "logVerbose=true", *extra, "--wait", "--timeout", "5m",
         )  # fmt: skip
 
 
