@@ -23,6 +23,7 @@ from headrace.core.validation import Problem
 
 _PHASES: set[str] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
 _SAVEPOINT_PHASES: set[str] = {"Pending", "InProgress", "Succeeded", "Failed"}
+_SAVEPOINTING_PHASES: set[str] = {"Savepointing", "Stopping"}  # the runtime's phases while a savepoint is taken
 STOPPED_WITH_SAVEPOINT = "StoppedWithSavepoint"
 _SAVEPOINT_MESSAGE_PREFIX = "stopped after savepoint "
 CREATED_BY = "headrace.dev/created-by"
@@ -136,6 +137,8 @@ def driver_progress(document: dict[str, Any]) -> DriverProgress:
         registered_executors=(document.get("executors") or {}).get("registered"),
         requested_executors=(document.get("executors") or {}).get("requested"),
         ready=document.get("phase") == "Running" and any(query.get("active") for query in queries),
+        savepointing=document.get("phase") in _SAVEPOINTING_PHASES,
+        last_savepoint=(document.get("lastSavepoint") or {}).get("path"),
     )
 
 

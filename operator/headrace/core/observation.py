@@ -48,6 +48,8 @@ class DriverProgress:
     registered_executors: int | None = None
     requested_executors: int | None = None
     ready: bool = False  # the runtime runs queries: savepoints can be taken
+    savepointing: bool = False  # a savepoint or stop-with-savepoint is underway (or the driver stops after one)
+    last_savepoint: str | None = None  # path of the last savepoint the driver took
 
 
 SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]

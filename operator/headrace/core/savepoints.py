@@ -5,7 +5,8 @@ StreamingSavepoint resource:
 
     begin: pending={kind, savepoint name}  +  CreateSavepointResource  +  TakeSavepoint(stop?)
     ssp InProgress seen by a later decision  ->  the operator died during the call: settle it
-        (the driver's termination message names the savepoint if it stopped with one; else Failed)
+        (Succeeded if the driver's termination message or its status names the savepoint; wait
+        while the driver still takes a savepoint or stops; else Failed as interrupted)
     ssp Succeeded -> Savepoint: done | Upgrade: new run restored from it | Suspend: driver removed
     ssp Failed    -> Savepoint: done, the previous savepoint stays | Upgrade/Suspend: refused, the
                      old driver keeps running, and this spec is not retried until it changes
@@ -24,7 +25,7 @@ from headrace.api.models import PendingOperation, SavepointRef, StreamingAppSpec
 from headrace.core.attempts import next_attempt, start_attempt
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.durations import parse_duration
-from headrace.core.observation import DriverPod, Observation, SavepointResource
+from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import (
     CreateSavepointResource,
     DeletePod,
@@ -40,6 +41,7 @@ SUSPEND = "Suspend"
 OPERATIONS = (SAVEPOINT, UPGRADE, SUSPEND)
 INTERRUPTED = "interrupted: the operator restarted while the savepoint was being taken"
 MAX_TRIES = 3  # an Upgrade or Suspend asks for its savepoint this often before it gives up
+SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is still taking is looked at
 
 
 def savepoint_name(app: str, reason: str, builder: Builder) -> str:
@@ -100,17 +102,35 @@ def continue_operation(
         _request(builder, spec, pod, name, reason, stop=pending.kind != SAVEPOINT, create=resource is None)
         return
     if resource.phase == "InProgress":
-        stopped_with = pod.savepoint_path if pod is not None and pod.terminated else None
-        if stopped_with:
-            builder.actions.append(SetSavepointStatus(name=name, phase="Succeeded", path=stopped_with))
-        else:
-            builder.actions.append(SetSavepointStatus(name=name, phase="Failed", message=INTERRUPTED))
-        builder.requeue(0)
+        _settle_interrupted(builder, pod, observation.progress, name)
         return
     if resource.phase == "Succeeded":
         _finish_succeeded(builder, spec, observation, pod, resource)
     else:
         _finish_failed(builder, spec, pod, name, "see the StreamingSavepoint's status")
+
+
+def _settle_interrupted(builder: Builder, pod: DriverPod | None, progress: DriverProgress | None, name: str) -> None:
+    """The StreamingSavepoint is InProgress but no call to the driver is (the operator died during it):
+    the driver tells what happened. It took the savepoint if it stopped with it (termination message)
+    or reports it as its last one; while it is still taking a savepoint or stopping, wait; otherwise
+    it was never asked, or failed: Failed as interrupted."""
+    stopped_with = pod.savepoint_path if pod is not None and pod.terminated else None
+    reported = progress.last_savepoint if progress is not None else None
+    taken = next((path for path in (stopped_with, reported) if path and _is_savepoint(builder, path, name)), None)
+    if taken is not None:
+        builder.actions.append(SetSavepointStatus(name=name, phase="Succeeded", path=taken))
+    elif pod is not None and pod.phase == "Running" and progress is not None and progress.savepointing:
+        builder.requeue(SETTLE_POLL_SECONDS)
+        return
+    else:
+        builder.actions.append(SetSavepointStatus(name=name, phase="Failed", message=INTERRUPTED))
+    builder.requeue(0)
+
+
+def _is_savepoint(builder: Builder, path: str, name: str) -> bool:
+    """Whether a path the driver reports is the savepoint `name` of this app (it may qualify the URI)."""
+    return path.rstrip("/").endswith(names.savepoint_dir("", builder.app.namespace, builder.app.name, name))
 
 
 def _finish_succeeded(
