@@ -198,6 +198,7 @@ class Reconciler:
             spec_hash=spec_hash(action.spec),
             checkpoint_dir=action.checkpoint_dir,
             restore_from=action.restore_from,
+            allow_repartition=action.allow_repartition,
         )
         # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
         self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
