@@ -1,10 +1,11 @@
 """Lifecycle benchmark on the local cluster (or HEADRACE_E2E_KUBECONFIG): recovery, rescale, upgrade, suspend.
 
 Runs the windowed-counts example with a steady trickle of input files and prints, from one run:
-recovery time after driver loss, in-place rescale time and the longest pause between committed
-batches during it (against the median gap before), savepoint-based rescale downtime (a state
-partition change through a savepoint and an offline repartition), savepoint upgrade downtime, and
-suspend -> resume time. Every "downtime" is from the spec change to the first batch committed after it.
+recovery time after driver loss, in-place rescale time (up and down) with the longest gap between
+committed batches during it (against the median gap before) and the driver restarts it caused,
+savepoint-based rescale downtime (a state partition change through a savepoint and an offline
+repartition), savepoint and last-state upgrade downtime, and resume time. Every "downtime" is from
+the change to the first batch committed by the new driver.
 Run: `uv run python bench/lifecycle.py`.
 """
 
@@ -21,10 +22,18 @@ from headrace.testbed import scenario
 from headrace.testbed.environment import Environment, deployed_example, environment
 
 
-def _first_commit_after(app: scenario.AppHandle, moment: float, timeout: float = 900) -> float:
-    """Seconds from `moment` (wall clock) to the first batch committed after it."""
-    app.wait(lambda: app.commits_after(moment), timeout, "a committed batch")
-    return min(path.stat().st_mtime for path in app.commits_after(moment)) - moment
+def _first_commit_of_new_driver(app: scenario.AppHandle, moment: float, old_driver: str, timeout: float = 900) -> float:
+    """Seconds from `moment` (wall clock) to the first batch committed by a driver other than `old_driver`."""
+
+    def committed() -> list[Path]:
+        run = app.status().get("run") or {}
+        return app.driver_commits() if run.get("driverPod") not in (None, old_driver) else []
+
+    return min(path.stat().st_mtime for path in app.wait(committed, timeout, "a batch by the new driver")) - moment
+
+
+def _driver(app: scenario.AppHandle) -> str:
+    return str((app.status().get("run") or {}).get("driverPod"))
 
 
 def _gaps(app: scenario.AppHandle, start: float, end: float) -> list[float]:
@@ -43,38 +52,45 @@ def run(target: Environment) -> dict[str, float]:
             before = _gaps(app, time.time() - 30, time.time())
             figures["median_batch_gap_s"] = statistics.median(before) if before else float("nan")
 
-            driver = app.running(names.ROLE_DRIVER)[0]
+            driver = _driver(app)
             lost = time.time()
-            app.core.delete_namespaced_pod(driver.metadata.name, namespace)
-            figures["recovery_after_driver_loss_s"] = _first_commit_after(app, lost)
+            app.core.delete_namespaced_pod(driver, namespace)
+            figures["recovery_after_driver_loss_s"] = _first_commit_of_new_driver(app, lost, driver)
 
-            scaled = time.time()
+            restarts, driver, scaled = app.status()["restarts"]["total"], _driver(app), time.time()
             target.kubectl("scale", "sapp", scenario.APP, "-n", namespace, "--replicas=2")
             app.wait(lambda: len(app.running(names.ROLE_EXECUTOR)) == 2, 600, "two executors")
-            figures["in_place_rescale_s"] = time.time() - scaled
+            figures["in_place_scale_up_s"] = time.time() - scaled
+            down = time.time()
+            target.kubectl("scale", "sapp", scenario.APP, "-n", namespace, "--replicas=1")
+            app.wait(lambda: len(app.running(names.ROLE_EXECUTOR)) == 1, 600, "one executor")
+            figures["in_place_scale_down_s"] = time.time() - down
             time.sleep(10)
             during = _gaps(app, scaled, time.time())
-            figures["in_place_rescale_longest_pause_s"] = max(during) if during else float("nan")
-            figures["in_place_rescale_driver_restarts"] = float(app.status()["restarts"]["total"] - 1)
+            figures["in_place_rescale_longest_batch_gap_s"] = max(during) if during else float("nan")
+            figures["in_place_rescale_driver_restarts"] = float(app.status()["restarts"]["total"] - restarts)
+            figures["in_place_rescale_driver_replaced"] = float(_driver(app) != driver)
 
-            partitions = time.time()
+            driver, partitions = _driver(app), time.time()
             app.patch_spec({"state": {"partitions": 12}})
-            app.wait(lambda: app.status().get("run", {}).get("number", 1) >= 2, 900, "the repartitioned run")
-            figures["savepoint_rescale_downtime_s"] = _first_commit_after(app, partitions)
+            figures["savepoint_rescale_downtime_s"] = _first_commit_of_new_driver(app, partitions, driver)
 
-            upgrade = time.time()
-            spec = app.app()["spec"]
-            args = [*spec["application"]["args"], "--trigger-seconds", "3"]
-            app.patch_spec({"application": {**spec["application"], "args": args}})
-            app.wait(lambda: app.status().get("run", {}).get("number", 1) >= 3, 900, "the upgraded run")
-            figures["savepoint_upgrade_downtime_s"] = _first_commit_after(app, upgrade)
+            driver, upgrade = _driver(app), time.time()
+            args = [*app.app()["spec"]["application"]["args"], "--trigger-seconds", "3"]
+            app.patch_spec({"application": {"args": args}})
+            figures["savepoint_upgrade_downtime_s"] = _first_commit_of_new_driver(app, upgrade, driver)
+
+            driver, upgrade = _driver(app), time.time()
+            args = [*args, "--trigger-seconds", "2"]
+            app.patch_spec({"upgradeMode": "last-state", "application": {"args": args}})
+            figures["last_state_upgrade_downtime_s"] = _first_commit_of_new_driver(app, upgrade, driver)
 
         app.patch_spec({"job": {"state": "suspended"}})
         app.wait(lambda: app.status().get("phase") == "Suspended", 900, "Suspended")
         app.input.next_file()
-        resumed = time.time()
+        driver, resumed = _driver(app), time.time()
         app.patch_spec({"job": {"state": "running"}})
-        figures["resume_to_first_batch_s"] = _first_commit_after(app, resumed)
+        figures["resume_to_first_batch_s"] = _first_commit_of_new_driver(app, resumed, driver)
     return figures
 
 

@@ -15,8 +15,6 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 from kubernetes import client
@@ -51,26 +49,6 @@ def _events(app: scenario.AppHandle) -> list[str]:
     return [event.reason for event in app.core.list_namespaced_event(app.namespace).items]
 
 
-def _commits_of_current_driver(app: scenario.AppHandle) -> list[Path]:
-    """Batches the current driver committed: in its run's checkpoint, written after its pod started."""
-    run = app.status().get("run") or {}
-    if not run.get("driverPod"):
-        return []
-    pod = app.core.read_namespaced_pod(run["driverPod"], app.namespace)
-    if pod.status.start_time is None:
-        return []
-    started = pod.status.start_time.timestamp()
-    directory = Path(urlparse(run["checkpointDir"]).path)
-    return [path for path in _query_files(directory, "commits") if path.stat().st_mtime > started]
-
-
-def _query_files(checkpoint: Path, log: str) -> list[Path]:
-    """The entries of one log (commits, offsets) of every query in a run's checkpoint, in batch order; not
-    the runtime's temporary `<query>.restoring` copies."""
-    found = [path for path in checkpoint.glob(f"*/{log}/[0-9]*") if "." not in path.parents[1].name]
-    return sorted(found, key=lambda path: int(path.name))
-
-
 def _change_and_wait_for(app: scenario.AppHandle, spec: dict[str, object], run: tuple[int, int], what: str) -> float:
     """Patch the spec with input arriving, wait until driver `run` (number, attempt) commits a batch; the
     seconds from the change to that first batch (the downtime)."""
@@ -79,7 +57,7 @@ def _change_and_wait_for(app: scenario.AppHandle, spec: dict[str, object], run: 
         changed = time.time()
         app.patch_spec(spec)
         app.wait(lambda: _run_of(app) == run and app.status().get("phase") == "Running", 400, what)
-        commits = app.wait(lambda: _commits_of_current_driver(app), 300, f"a batch committed by {what}")
+        commits = app.wait(app.driver_commits, 300, f"a batch committed by {what}")
         downtime = min(path.stat().st_mtime for path in commits) - changed
     print(f"{what}: downtime {downtime:.1f}s (step took {time.monotonic() - clock:.1f}s)")
     return downtime
@@ -129,8 +107,9 @@ def test_partition_change_goes_through_savepoint_and_repartition(app: scenario.A
     assert app.app()["spec"]["state"]["partitions"] == 8
     _change_and_wait_for(app, {"state": {"partitions": 12}}, (number + 1, 1), "the repartitioned run")
     assert "RescalingThroughSavepoint" in _events(app)
-    checkpoint = Path(urlparse(app.status()["run"]["checkpointDir"]).path)
-    offsets = _query_files(checkpoint, "offsets")
+    checkpoint = app.run_checkpoint()
+    assert checkpoint is not None
+    offsets = scenario.query_log(checkpoint, "offsets")
     assert offsets, "the new run has a checkpoint"
     assert '"spark.sql.shuffle.partitions":"12"' in offsets[-1].read_text().replace(" ", "")
 
@@ -162,7 +141,7 @@ def test_broken_upgrade_is_rolled_back_to_the_last_stable_spec(app: scenario.App
         status = app.wait(lambda: (s := app.status()).get("phase") == "RolledBack" and s, 400, "phase RolledBack")
         assert status["run"]["number"] == number and status["run"]["attempt"] >= attempt + 2
         assert status["restarts"]["lastFailureReason"]
-        app.wait(lambda: _commits_of_current_driver(app), 300, "a batch committed by the rolled-back driver")
+        app.wait(app.driver_commits, 300, "a batch committed by the rolled-back driver")
     assert "RollingBack" in _events(app)
     running = json.loads(app.status()["lastReconciledSpec"])
     assert running["application"]["args"] == good

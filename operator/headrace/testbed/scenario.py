@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import yaml
 from kubernetes import client
@@ -148,6 +149,13 @@ def prepare_data_dir(root: Path, name: str) -> Path:
     return data
 
 
+def query_log(checkpoint: Path, log: str) -> list[Path]:
+    """The entries of one log (`commits`, `offsets`) of every query in a run's checkpoint, in batch order;
+    never the runtime's temporary `<query>.restoring` copies."""
+    found = [path for path in checkpoint.glob(f"*/{log}/[0-9]*") if "." not in path.parents[1].name]
+    return sorted(found, key=lambda path: int(path.name))
+
+
 class AppHandle:
     """One StreamingApp on a cluster, seen through the API and the shared data directory."""
 
@@ -192,6 +200,27 @@ class AppHandle:
     def commits_after(self, moment: float) -> list[Path]:
         """Batches committed after a wall-clock time."""
         return [path for path in self.commits() if path.stat().st_mtime > moment]
+
+    def run_checkpoint(self) -> Path | None:
+        """The local directory of the current run's checkpoint (from status.run.checkpointDir)."""
+        run = self.status().get("run") or {}
+        return Path(urlparse(run["checkpointDir"]).path) if run.get("checkpointDir") else None
+
+    def driver_commits(self) -> list[Path]:
+        """Batches the current driver committed: in its run's checkpoint, written after its pod started."""
+        run = self.status().get("run") or {}
+        checkpoint = self.run_checkpoint()
+        if not run.get("driverPod") or checkpoint is None:
+            return []
+        try:
+            pod = self.core.read_namespaced_pod(run["driverPod"], self.namespace)
+        except client.ApiException:
+            return []
+        start_time = pod.status.start_time if pod.status is not None else None
+        if start_time is None:
+            return []
+        started = start_time.timestamp()
+        return [path for path in query_log(checkpoint, "commits") if path.stat().st_mtime > started]
 
     def diagnostics(self) -> str:
         """Status, events, the operator's log and the tail of each pod's log, for failure messages."""
