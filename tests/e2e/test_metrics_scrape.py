@@ -1,0 +1,133 @@
+"""Both metrics endpoints scraped from a running app on a real cluster: every series docs/metrics.md
+promises is there, with values that make sense for what the app did.
+
+The operator's /metrics is read from the pod holding the leader Lease and the driver's from the
+driver pod (port `metrics`, 9464), both over the pod network, as Prometheus would.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from headrace.api import names
+from headrace.controller.metrics import PHASES, RESTART_REASONS, RESULTS
+from headrace.runtime.metrics import SAVEPOINT_RESULTS
+from headrace.testbed import scenario
+from headrace.testbed.environment import deployed_example
+
+from .conftest import E2E
+from .operator_pods import Samples, container_port, leader_pod, scrape
+
+pytestmark = pytest.mark.e2e
+METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+FILES = 3
+# Documented as "where the source reports it": the file source has no backlog to report.
+NOT_FROM_A_FILE_SOURCE = {"headrace_query_source_backlog_records"}
+WATERMARK_DELAY = 30.0  # the example's `--watermark 30 seconds` (headrace.testbed.scenario)
+RECENT_SECONDS = 600.0  # the last batch ran within this long before the scrape
+
+
+def documented(section: str) -> set[str]:
+    """The metric names in the tables of one `## ...` section of docs/metrics.md."""
+    text = METRICS_DOC.read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(headrace_[a-z_]+)` \|", text, flags=re.MULTILINE))
+
+
+def series(samples: Samples, name: str) -> list[tuple[dict[str, str], float]]:
+    assert name in samples, f"{name} is missing from the scrape"
+    return samples[name]
+
+
+def by_label(samples: Samples, name: str, label: str) -> dict[str, float]:
+    return {labels[label]: value for labels, value in series(samples, name)}
+
+
+def sample_names(family: str, samples: Samples) -> set[str]:
+    """The exported sample names of a documented family (a histogram's are _count, _sum, _bucket)."""
+    return {name for name in samples if name == family or name.startswith(family + "_")}
+
+
+@pytest.fixture(scope="module")
+def running(e2e: E2E) -> Iterator[scenario.AppHandle]:
+    """The windowed-counts example, running and past its first committed batch, then one more file: a
+    batch after the first carries an event-time watermark (the first runs with none)."""
+    with deployed_example(e2e, FILES) as app:
+        app.wait(lambda: app.status().get("phase") == "Running", 300, "phase Running")
+        app.wait(app.commits, 300, "the first committed batch")
+        app.input.next_file()
+        yield app
+
+
+def test_operator_metrics_from_the_leader(e2e: E2E, running: scenario.AppHandle) -> None:
+    with e2e.api_client() as api:
+        pod = running.wait(lambda: leader_pod(api), 60, "the operator pod holding the Lease")
+    samples = scrape(pod.status.pod_ip, container_port(pod, "metrics"))
+    missing = sorted(name for name in documented("Operator metrics") if not sample_names(name, samples))
+    assert not missing, f"documented but not exported by the operator: {missing}"
+    assert series(samples, "headrace_operator_leader") == [({}, 1.0)]
+    reconciles = by_label(samples, "headrace_reconciles_total", "result")
+    assert set(reconciles) == set(RESULTS) and min(reconciles.values()) >= 0
+    assert reconciles["success"] > 0
+    (count,) = [value for _, value in series(samples, "headrace_reconcile_duration_seconds_count")]
+    (total,) = [value for _, value in series(samples, "headrace_reconcile_duration_seconds_sum")]
+    assert count >= reconciles["success"] and 0 < total / count < 30
+    apps = by_label(samples, "headrace_apps", "phase")
+    assert set(apps) == set(PHASES) and min(apps.values()) >= 0
+    assert apps["Running"] >= 1, apps
+    restarts = by_label(samples, "headrace_driver_restarts_total", "reason")
+    assert set(restarts) == set(RESTART_REASONS) and min(restarts.values()) >= 0
+    assert by_label(samples, "headrace_actions_total", "action")["EnsureDriver"] >= 1
+    events = by_label(samples, "headrace_events_total", "type")
+    assert set(events) == {"Normal", "Warning"} and events["Normal"] >= 1
+
+
+def _driver_samples(running: scenario.AppHandle) -> Samples:
+    pod = running.wait(lambda: running.running(names.ROLE_DRIVER), 60, "the driver pod")[0]
+    return scrape(pod.status.pod_ip, container_port(pod, "metrics"))
+
+
+def test_driver_metrics_from_the_running_app(running: scenario.AppHandle) -> None:
+    events = running.input.counted()
+    rows = len(events)
+
+    def caught_up() -> Samples | None:
+        """A scrape once every query has read every input row (the counters say exactly how many)."""
+        samples = _driver_samples(running)
+        read = by_label(samples, "headrace_query_input_rows_total", "query")
+        return samples if read and set(read.values()) == {float(rows)} else None
+
+    samples = running.wait(caught_up, 180, f"every query to count {rows} input rows")
+    missing = sorted(
+        name for name in documented("Driver metrics") - NOT_FROM_A_FILE_SOURCE if not sample_names(name, samples)
+    )
+    assert not missing, f"documented but not exported by the driver: {missing}"
+    queries = set(by_label(samples, "headrace_query_batches_total", "query"))
+    assert len(queries) == 2, queries  # the example's tumbling and sliding queries
+    for name in ("headrace_query_batches_total", "headrace_query_batch_duration_seconds"):
+        assert all(value > 0 for value in by_label(samples, name, "query").values()), name
+    for name in (
+        "headrace_query_last_committed_batch_id",
+        "headrace_query_state_rows",
+        "headrace_query_input_rows_per_second",
+        "headrace_query_processed_rows_per_second",
+    ):
+        assert all(value >= 0 for value in by_label(samples, name, "query").values()), name
+    lags = by_label(samples, "headrace_query_watermark_lag_seconds", "query")
+    assert set(lags) == queries, lags
+    # lag = trigger time - watermark, the watermark being an event time we wrote minus 30 s (the example's delay)
+    moments = [datetime.fromisoformat(event["event_time"].replace("Z", "+00:00")).timestamp() for event in events]
+    now = time.time()
+    for lag in lags.values():
+        assert (
+            (now - RECENT_SECONDS) - (max(moments) - WATERMARK_DELAY) <= lag <= now - (min(moments) - WATERMARK_DELAY)
+        )
+    state_memory = by_label(samples, "headrace_query_state_memory_bytes", "query")
+    assert all(value >= 0 for value in state_memory.values()), state_memory
+    savepoints = by_label(samples, "headrace_runtime_savepoints_total", "result")
+    assert set(savepoints) == set(SAVEPOINT_RESULTS) and min(savepoints.values()) >= 0
