@@ -207,7 +207,8 @@ class AppHandle:
         return Path(urlparse(run["checkpointDir"]).path) if run.get("checkpointDir") else None
 
     def driver_commits(self) -> list[Path]:
-        """Batches the current driver committed: in its run's checkpoint, written after its pod started."""
+        """Batches the current driver committed: in its run's checkpoint, written after its pod started, and not
+        copied there from the savepoint it restored (an offline repartition's batch counts)."""
         run = self.status().get("run") or {}
         checkpoint = self.run_checkpoint()
         if not run.get("driverPod") or checkpoint is None:
@@ -220,7 +221,15 @@ class AppHandle:
         if start_time is None:
             return []
         started = start_time.timestamp()
-        return [path for path in query_log(checkpoint, "commits") if path.stat().st_mtime > started]
+        copied: set[tuple[str, str]] = set()
+        if run.get("restoredFrom"):  # the restore copies the savepoint's commits into the run first
+            savepoint = Path(urlparse(run["restoredFrom"]).path)
+            copied = {(path.parents[1].name, path.name) for path in query_log(savepoint, "commits")}
+        return [
+            path
+            for path in query_log(checkpoint, "commits")
+            if path.stat().st_mtime > started and (path.parents[1].name, path.name) not in copied
+        ]
 
     def diagnostics(self) -> str:
         """Status, events, the operator's log and the tail of each pod's log, for failure messages."""
