@@ -104,9 +104,11 @@ def delete_pods(builder: Builder, pods: tuple[DriverPod, ...], reason: str) -> N
             builder.actions.append(DeletePod(name=pod.name, reason=reason))
 
 
-def fence_strays(builder: Builder, observation: Observation, run: RunStatus) -> None:
-    """Driver pods of other attempts that are still alive must go (e.g. left by a crashed operator)."""
-    strays = tuple(pod for pod in observation.others(run.number, run.attempt) if not pod.terminated)
+def fence_strays(builder: Builder, observation: Observation, run: RunStatus | None) -> None:
+    """Driver pods of other attempts (of any attempt, with `run` None: suspended) that are still alive
+    must go (e.g. left by a crashed operator)."""
+    pods = observation.drivers if run is None else observation.others(run.number, run.attempt)
+    strays = tuple(pod for pod in pods if not pod.terminated and not pod.deleting)
     if strays:
         delete_pods(builder, strays, "not the current attempt")
         builder.event("StrayDriverDeleted", ", ".join(pod.name for pod in strays), warning=True)

@@ -114,6 +114,8 @@ def _first_run(builder: Builder, spec: StreamingAppSpec, observation: Observatio
 def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
     if spec.job.state == "running":
         savepoints.resume(builder, spec, observation)
+    else:
+        fence_strays(builder, observation, None)  # no driver runs while suspended, even if the operator died
 
 
 def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:

@@ -6,7 +6,8 @@ StreamingSavepoint resource:
     begin: pending={kind, savepoint name}  +  CreateSavepointResource  +  TakeSavepoint(stop?)
     ssp InProgress seen by a later decision  ->  the operator died during the call: settle it
         (Succeeded if the driver's termination message or its status names the savepoint; wait
-        while the driver still takes a savepoint or stops; else Failed as interrupted)
+        while the driver still takes a savepoint or stops, or briefly while it is silent but its
+        pod runs; else Failed as interrupted)
     ssp Succeeded -> Savepoint: done | Upgrade: new run restored from it | Suspend: driver removed
     ssp Failed    -> Savepoint: done, the previous savepoint stays | Upgrade/Suspend: refused, the
                      old driver keeps running, and this spec is not retried until it changes
@@ -42,6 +43,7 @@ OPERATIONS = (SAVEPOINT, UPGRADE, SUSPEND)
 INTERRUPTED = "interrupted: the operator restarted while the savepoint was being taken"
 MAX_TRIES = 3  # an Upgrade or Suspend asks for its savepoint this often before it gives up
 SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is still taking is looked at
+SILENT_DRIVER_GRACE_SECONDS = 30.0  # a driver that exits after stopping is silent before its pod terminates
 
 
 def savepoint_name(app: str, reason: str, builder: Builder) -> str:
@@ -113,19 +115,32 @@ def continue_operation(
 def _settle_interrupted(builder: Builder, pod: DriverPod | None, progress: DriverProgress | None, name: str) -> None:
     """The StreamingSavepoint is InProgress but no call to the driver is (the operator died during it):
     the driver tells what happened. It took the savepoint if it stopped with it (termination message)
-    or reports it as its last one; while it is still taking a savepoint or stopping, wait; otherwise
-    it was never asked, or failed: Failed as interrupted."""
+    or reports it as its last one; while it is still taking a savepoint or stopping (or is silent
+    but its pod runs, for a while), wait; otherwise it was never asked, or failed: Failed as interrupted."""
     stopped_with = pod.savepoint_path if pod is not None and pod.terminated else None
     reported = progress.last_savepoint if progress is not None else None
     taken = next((path for path in (stopped_with, reported) if path and _is_savepoint(builder, path, name)), None)
     if taken is not None:
         builder.actions.append(SetSavepointStatus(name=name, phase="Succeeded", path=taken))
-    elif pod is not None and pod.phase == "Running" and progress is not None and progress.savepointing:
+    elif _may_still_tell(builder, pod, progress):
         builder.requeue(SETTLE_POLL_SECONDS)
         return
     else:
         builder.actions.append(SetSavepointStatus(name=name, phase="Failed", message=INTERRUPTED))
     builder.requeue(0)
+
+
+def _may_still_tell(builder: Builder, pod: DriverPod | None, progress: DriverProgress | None) -> bool:
+    """A running driver that is taking a savepoint or stopping, or that does not answer: it may have
+    exited after stopping before its pod says so. Silence is waited out for a grace period only."""
+    if pod is None or pod.phase != "Running":
+        return False
+    if progress is not None:
+        return progress.savepointing
+    pending = builder.status.pendingOperation
+    assert pending is not None
+    since = pending.detail.setdefault("silentSince", format_time(builder.now))
+    return (builder.now - parse_time(since)).total_seconds() < SILENT_DRIVER_GRACE_SECONDS
 
 
 def _is_savepoint(builder: Builder, path: str, name: str) -> bool:

@@ -1,8 +1,9 @@
-"""A savepoint left InProgress by an operator that died during the call: what the driver says settles it.
+"""Decisions after the operator died in the middle of an operation (found by tests/integration/test_crash_safety.py).
 
-Found by the crash tests (tests/integration/test_crash_safety.py): an operator restarted while the
-driver was still shutting down after stop-with-savepoint marked the savepoint it had taken as
-interrupted, asked the stopping driver twice more, gave the upgrade up and restarted the old spec.
+- A savepoint left InProgress: what the driver says settles it. An operator restarted while the
+  driver was still shutting down after stop-with-savepoint used to mark the savepoint it had taken
+  as interrupted, ask the stopping driver twice more, give the upgrade up and restart the old spec.
+- Suspended, but the driver pod was not deleted yet: it is deleted (it used to be left running).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.controller.observe import driver_progress
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import DeletePod, SetSavepointStatus, TakeSavepoint
-from headrace.core.savepoints import INTERRUPTED, SETTLE_POLL_SECONDS
+from headrace.core.savepoints import INTERRUPTED, SETTLE_POLL_SECONDS, SILENT_DRIVER_GRACE_SECONDS
 
-from .builders import READY, later, pod, spec
+from .builders import READY, later, pod, seen, spec
 from .test_planner import running_app, step
 
 UPGRADED = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
@@ -69,16 +70,33 @@ def test_a_driver_that_reports_the_savepoint_took_it(suffix: str) -> None:
     assert started.actions == (DeletePod(name=pod().name, reason="replaced by a new attempt"),)
 
 
+def test_a_silent_running_driver_is_waited_for_a_grace_period() -> None:
+    """It may have exited after stopping, before its pod says so (the kubelet reports a moment later)."""
+    plan, take = _settle(pod(), None)
+    assert plan.actions == ()
+    assert plan.requeue_after == SETTLE_POLL_SECONDS
+    pending = plan.status.pendingOperation
+    assert pending is not None and pending.detail["silentSince"] == "2026-11-21T12:00:30Z"
+    observation = Observation(drivers=(pod(),), savepoints=(_in_progress(take.name),))
+    still = step(plan.status, observation, later(30 + SILENT_DRIVER_GRACE_SECONDS - 1), app_spec=UPGRADED, generation=2)
+    assert still.actions == ()
+    stopped = pod(phase="Succeeded", exit_code=0, savepoint_path=take.path)
+    exited = Observation(drivers=(stopped,), savepoints=(_in_progress(take.name),))
+    told = step(still.status, exited, later(30 + SILENT_DRIVER_GRACE_SECONDS - 1), app_spec=UPGRADED, generation=2)
+    assert told.actions == (SetSavepointStatus(name=take.name, phase="Succeeded", path=take.path),)
+    gave_up = step(still.status, observation, later(30 + SILENT_DRIVER_GRACE_SECONDS), app_spec=UPGRADED, generation=2)
+    assert gave_up.actions == (SetSavepointStatus(name=take.name, phase="Failed", message=INTERRUPTED),)
+
+
 @pytest.mark.parametrize(
     ("driver", "progress"),
     [
         (pod(), READY),  # never asked
         (pod(), DriverProgress(ready=True, last_savepoint="s3a://bucket/savepoints/analytics/clicks/older")),
-        (pod(), None),  # does not answer
         (pod(phase="Failed", exit_code=1), None),  # the stop failed
         (pod(phase="Succeeded", exit_code=0, savepoint_path="s3a://bucket/savepoints/analytics/clicks/older"), None),
     ],
-    ids=["never-asked", "other-savepoint-reported", "silent", "stop-failed", "stopped-with-another"],
+    ids=["never-asked", "other-savepoint-reported", "stop-failed", "stopped-with-another"],
 )
 def test_otherwise_it_failed_as_interrupted(driver: DriverPod, progress: DriverProgress | None) -> None:
     plan, take = _settle(driver, progress)
@@ -106,3 +124,19 @@ def test_the_driver_status_document_says_whether_a_savepoint_is_underway(phase: 
     assert progress.savepointing is savepointing
     assert progress.last_savepoint == "s3a://b/sp"
     assert driver_progress({"phase": phase}).last_savepoint is None
+
+
+def test_a_driver_left_by_a_suspend_is_deleted() -> None:
+    """The operator recorded Suspended, then died before deleting the pod (e.g. one not running yet)."""
+    suspended = spec(job={"state": "suspended"})
+    starting = pod(phase="Pending", running_since=None)
+    plan = step(running_app(), seen(starting), later(5), app_spec=suspended, generation=2)
+    assert plan.status.phase == "Suspended"
+    assert plan.actions == (DeletePod(name=starting.name, reason="suspended"),)
+    after_crash = step(plan.status, seen(starting), later(6), app_spec=suspended, generation=2)
+    assert after_crash.actions == (DeletePod(name=starting.name, reason="not the current attempt"),)
+    assert after_crash.status.phase == "Suspended"
+    deleting = pod(phase="Pending", running_since=None, deleting=True)
+    assert step(after_crash.status, seen(deleting), later(7), app_spec=suspended, generation=2).actions == ()
+    exited = pod(phase="Succeeded", exit_code=0)
+    assert step(after_crash.status, seen(exited), later(8), app_spec=suspended, generation=2).actions == ()
