@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from headrace.api import models, names
+from headrace.render import manifests
 
 T = TypeVar("T")
 
@@ -101,15 +103,60 @@ def set_pod_running(api: ApiClient, namespace: str, name: str, ip: str = "10.244
 
 def set_pod_failed(api: ApiClient, namespace: str, name: str, exit_code: int = 1, message: str = "") -> None:
     """Report the pod Failed with an exit code and termination message, as its kubelet would."""
+    set_pod_terminated(api, namespace, name, exit_code, message)
+
+
+def set_pod_terminated(api: ApiClient, namespace: str, name: str, exit_code: int, message: str = "") -> None:
+    """Report the driver container exited (pod Succeeded for exit code 0, else Failed) with its termination message."""
     terminated = {
         "exitCode": exit_code,
-        "reason": "Error",
+        "reason": "Completed" if exit_code == 0 else "Error",
         "message": message,
         "startedAt": now_text(),
         "finishedAt": now_text(),
     }
-    status = {"phase": "Failed", "containerStatuses": _container_status({"terminated": terminated})}
+    status = {
+        "phase": "Succeeded" if exit_code == 0 else "Failed",
+        "containerStatuses": _container_status({"terminated": terminated}),
+    }
     client.CoreV1Api(api).patch_namespaced_pod_status(name, namespace, {"status": status})
+
+
+def container_env(api: ApiClient, namespace: str, pod: client.V1Pod) -> dict[str, str]:
+    """The first container's environment as its kubelet resolves it (values and Secret references)."""
+    core = client.CoreV1Api(api)
+    env: dict[str, str] = {}
+    for item in pod.spec.containers[0].env or []:
+        if item.value is not None:
+            env[item.name] = item.value
+        elif item.value_from is not None and item.value_from.secret_key_ref is not None:
+            ref = item.value_from.secret_key_ref
+            data = core.read_namespaced_secret(ref.name, namespace).data or {}
+            env[item.name] = base64.b64decode(data[ref.key]).decode()
+    return env
+
+
+def mounted_spark_defaults(api: ApiClient, namespace: str, pod: client.V1Pod) -> dict[str, str]:
+    """The spark-defaults.conf of the ConfigMap the pod mounts, as key -> value."""
+    core = client.CoreV1Api(api)
+    conf: dict[str, str] = {}
+    for volume in pod.spec.volumes or []:
+        if volume.config_map is None:
+            continue
+        data = core.read_namespaced_config_map(volume.config_map.name, namespace).data or {}
+        for line in data.get(manifests.SPARK_DEFAULTS, "").splitlines():
+            key, _, value = line.strip().partition(" ")
+            if key and not key.startswith("#"):
+                conf[key] = value.strip()
+    return conf
+
+
+def savepoints(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
+    """The StreamingSavepoints of a namespace, oldest first."""
+    items: list[dict[str, Any]] = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL
+    )["items"]
+    return sorted(items, key=lambda item: (item["metadata"]["creationTimestamp"], item["metadata"]["name"]))
 
 
 def events_for(api: ApiClient, namespace: str, name: str) -> list[client.CoreV1Event]:
