@@ -106,7 +106,7 @@ def test_partition_change_goes_through_savepoint_and_repartition(app: scenario.A
     number, _ = _run_of(app)
     assert app.app()["spec"]["state"]["partitions"] == 8
     _change_and_wait_for(app, {"state": {"partitions": 12}}, (number + 1, 1), "the repartitioned run")
-    assert "RescalingThroughSavepoint" in _events(app)
+    assert "RescalingThroughSavepoint" in (reasons := _events(app)), reasons
     checkpoint = app.run_checkpoint()
     assert checkpoint is not None
     offsets = scenario.query_log(checkpoint, "offsets")
@@ -124,7 +124,7 @@ def test_last_state_upgrade_keeps_the_checkpoint(app: scenario.AppHandle) -> Non
     )
     after = app.status()["run"]
     assert after["checkpointDir"] == before["checkpointDir"], "last-state keeps the run's checkpoint"
-    assert "LastStateUpgrade" in _events(app)
+    assert "LastStateUpgrade" in (reasons := _events(app)), reasons
 
 
 def test_broken_upgrade_is_rolled_back_to_the_last_stable_spec(app: scenario.AppHandle) -> None:
@@ -142,7 +142,7 @@ def test_broken_upgrade_is_rolled_back_to_the_last_stable_spec(app: scenario.App
         assert status["run"]["number"] == number and status["run"]["attempt"] >= attempt + 2
         assert status["restarts"]["lastFailureReason"]
         app.wait(app.driver_commits, 300, "a batch committed by the rolled-back driver")
-    assert "RollingBack" in _events(app)
+    assert "RollingBack" in (reasons := _events(app)), reasons
     running = json.loads(app.status()["lastReconciledSpec"])
     assert running["application"]["args"] == good
     # Fixing the spec (here: going back to the good args) clears the rolled-back state.
@@ -189,7 +189,7 @@ def test_stateless_upgrade_starts_from_empty_state_into_a_new_output(app: scenar
         "the stateless run",
     )
     assert not status["run"].get("restoredFrom"), "a stateless upgrade restores nothing"
-    assert "StatelessUpgrade" in _events(app)
+    assert "StatelessUpgrade" in (reasons := _events(app)), reasons
     expected = scenario.expected_tumbling_counts(app.input.counted())
 
     def complete() -> Counter[tuple[str, str]] | None:
