@@ -76,30 +76,24 @@ def two_replicas(e2e: E2E) -> Iterator[ApiClient]:
         e2e.install_operator()
 
 
-def _wait(check: Any, timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+def _exactly(count: int, pods: list[Any]) -> list[Any] | None:
+    return pods if len(pods) == count else None
 
 
-def _operator_logs(api: ApiClient) -> str:
-    lines = []
-    for pod in operator_pods(api):
-        log = CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, OPERATOR_NAMESPACE, tail_lines=40)
-        lines += [f"--- {pod.metadata.name}", *(line for line in log.splitlines() if "urllib3" not in line)]
-    return "\n".join(lines)
+def _holder(api: ApiClient, *, among: set[str] | None = None, besides: str | None = None) -> str | None:
+    """The Lease's holder, if it is one of `among` / not `besides`."""
+    holder = lease_holder(api)
+    if holder is None or holder == besides or (among is not None and holder not in among):
+        return None
+    return holder
 
 
 def test_killing_the_leader_hands_over_without_a_second_driver(e2e: E2E) -> None:
     started = time.monotonic()
     with deployed_example(e2e, 3) as app, two_replicas(e2e) as api:
-        pods = _wait(lambda: len(operator_pods(api)) == 2 and operator_pods(api), 120, "two operator pods")
+        pods = app.wait(lambda: _exactly(2, operator_pods(api)), 120, "two operator pods")
         replicas = {pod.metadata.name for pod in pods}
-        leader = _wait(lambda: (holder := lease_holder(api)) in replicas and holder, 60, "one of them to lead")
+        leader = app.wait(lambda: _holder(api, among=replicas), 60, "one of them to lead")
         app.wait(lambda: app.running(names.ROLE_DRIVER), 300, "the driver pod to run")
         app.wait(app.commits, 300, "the first committed batch")
         print(f"two replicas, app committing: {time.monotonic() - started:.1f}s; leader {leader} of {sorted(replicas)}")
@@ -107,15 +101,10 @@ def test_killing_the_leader_hands_over_without_a_second_driver(e2e: E2E) -> None
         with DriverSampler(app) as sampler:
             killed = time.monotonic()
             CoreV1Api(api).delete_namespaced_pod(leader, OPERATOR_NAMESPACE, grace_period_seconds=0)
-            try:
-                # The standby, or the Deployment's replacement pod if the dying leader released the Lease first.
-                successor = _wait(
-                    lambda: (holder := lease_holder(api)) not in (None, leader) and holder,
-                    lease_seconds + 60,
-                    "another replica to take the Lease",
-                )
-            except AssertionError as error:
-                raise AssertionError(f"{error}\n{_operator_logs(api)}") from None
+            # The standby, or the Deployment's replacement pod if the dying leader released the Lease first.
+            successor = app.wait(
+                lambda: _holder(api, besides=leader), lease_seconds + 60, "another replica to take the Lease"
+            )
             failover = time.monotonic() - killed
             print(f"leader force-deleted -> {successor} holds the Lease: {failover:.1f}s")
             e2e.kubectl("scale", "sapp", scenario.APP, "-n", app.namespace, "--replicas=2")
