@@ -1,11 +1,19 @@
-"""Leader election decisions as a table: (observed Lease, when first seen, now) -> (write, leads)."""
+"""Leader election: the decisions as a table, (observed Lease, when first seen, now) -> (write, leads); and
+the elector's loop (standing by, renewing, exiting when the Lease is lost, releasing) against a fake Lease."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import NoReturn, cast
 
 import pytest
+from prometheus_client import CollectorRegistry, Gauge
 
+from headrace.adapters.lease import LeaseClient, StoredLease
+from headrace.controller.leader import ElectionConfig, LeaderElector
 from headrace.core.election import Action, LeaseRecord, decide, expired, release
 
 from .builders import T0
@@ -79,3 +87,151 @@ def test_release_clears_my_hold_and_keeps_the_transitions() -> None:
 @pytest.mark.parametrize("observed", [None, held(OTHER), held(None)])
 def test_release_never_touches_a_lease_i_do_not_hold(observed: LeaseRecord | None) -> None:
     assert release(observed, ME, T0) is None
+
+
+# ------------------------------------------------------- the elector loop, against a fake Lease --
+
+
+class FakeLeases:
+    """An in-memory Lease with the API server's optimistic concurrency (resourceVersion, 409 as False)."""
+
+    def __init__(self, record: LeaseRecord | None = None) -> None:
+        self.name = "headrace"
+        self.record, self.version = record, 1
+        self.failing = False
+
+    def get_lease(self) -> StoredLease | None:
+        if self.failing:
+            raise ConnectionError("API server unreachable")
+        return None if self.record is None else StoredLease(self.record, str(self.version))
+
+    def create_lease(self, record: LeaseRecord) -> bool:
+        if self.record is not None:
+            return False
+        self.record, self.version = record, self.version + 1
+        return True
+
+    def replace_lease(self, record: LeaseRecord, resource_version: str) -> bool:
+        if self.failing:
+            raise ConnectionError("API server unreachable")
+        if resource_version != str(self.version):
+            return False
+        self.record, self.version = record, self.version + 1
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+RETRY, DEADLINE = 0.02, 0.3
+
+
+def elector(leases: FakeLeases, clock: Clock, exits: list[int], identity: str = ME) -> LeaderElector:
+    """A candidate whose process exits are recorded in `exits` (its threads run on until `release()`)."""
+    exit_process = cast(Callable[[int], NoReturn], exits.append)
+    config = ElectionConfig(identity, LEASE, renew_deadline_seconds=DEADLINE, retry_seconds=RETRY)
+    gauge = Gauge("headrace_operator_leader", "", registry=CollectorRegistry())
+    return LeaderElector(cast(LeaseClient, leases), config, gauge, clock=clock, exit_process=exit_process)
+
+
+def leading(candidate: LeaderElector) -> float:
+    """The candidate's headrace_operator_leader gauge."""
+    return candidate.gauge.collect()[0].samples[0].value
+
+
+def until(check: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_a_standby_waits_for_a_fresh_lease_and_takes_over_once_it_expired() -> None:
+    leases, clock, exits = FakeLeases(held(OTHER)), Clock(), list[int]()
+    candidate = elector(leases, clock, exits)
+    stop, acquired = threading.Event(), list[bool]()
+    thread = threading.Thread(target=lambda: acquired.append(candidate.acquire(stop)))
+    thread.start()
+    time.sleep(10 * RETRY)
+    assert acquired == [] and leases.record is not None and leases.record.holder == OTHER
+    assert leading(candidate) == 0
+    clock.now += at(LEASE)
+    thread.join(5)
+    assert acquired == [True]
+    assert leases.record == LeaseRecord(ME, LEASE, acquire_time=clock.now, renew_time=clock.now, transitions=4)
+    assert leading(candidate) == 1
+    assert exits == []
+
+
+def test_stopping_a_standby_returns_without_the_lease() -> None:
+    candidate = elector(FakeLeases(held(OTHER)), Clock(), [])
+    stop = threading.Event()
+    stop.set()
+    assert candidate.acquire(stop) is False
+
+
+def test_the_leader_renews_and_releases_its_lease_on_a_clean_stop() -> None:
+    leases, clock, exits = FakeLeases(), Clock(), list[int]()
+    leader = elector(leases, clock, exits)
+    assert leader.acquire(threading.Event())
+    leader.keep_renewing()
+    clock.now += at(1)
+    assert until(lambda: leases.record is not None and leases.record.renew_time == clock.now)
+    leader.release()
+    assert leases.record == LeaseRecord(None, 1, acquire_time=clock.now, renew_time=clock.now, transitions=0)
+    assert leading(leader) == 0
+    time.sleep(2 * DEADLINE)
+    assert exits == [], "a released leader must not exit for not renewing"
+
+
+def test_the_leader_exits_when_it_cannot_renew_within_the_deadline() -> None:
+    leases, exits = FakeLeases(), list[int]()
+    leader = elector(leases, Clock(), exits)
+    assert leader.acquire(threading.Event())
+    leader.keep_renewing()
+    time.sleep(3 * RETRY)
+    assert exits == []
+    leases.failing = True
+    failed = time.monotonic()
+    assert until(lambda: bool(exits))
+    waited = time.monotonic() - failed
+    leader.release()
+    assert exits[0] == 1 and waited >= DEADLINE - 2 * RETRY
+
+
+def test_the_leader_exits_at_once_when_someone_else_holds_the_lease() -> None:
+    leases, exits = FakeLeases(), list[int]()
+    leader = elector(leases, Clock(), exits)
+    assert leader.acquire(threading.Event())
+    leader.keep_renewing()
+    taken = time.monotonic()
+    leases.record, leases.version = held(OTHER), leases.version + 1
+    assert until(lambda: bool(exits))
+    waited = time.monotonic() - taken
+    leader.release()
+    assert exits[0] == 1 and waited < DEADLINE
+    assert leases.record == held(OTHER), "a leader that lost the Lease must not release another's"
+
+
+def test_two_candidates_racing_for_a_released_lease_elect_one() -> None:
+    """`second` read the Lease, then `first` wrote it before `second` did: the 409 makes `second` wait."""
+    leases, clock = FakeLeases(held(None)), Clock()
+    first, second = elector(leases, clock, [], "a"), elector(leases, clock, [], "b")
+    replace = leases.replace_lease
+
+    def first_writes_in_between(record: LeaseRecord, resource_version: str) -> bool:
+        leases.replace_lease = replace  # type: ignore[method-assign]
+        assert first.try_acquire_or_renew()
+        return replace(record, resource_version)
+
+    leases.replace_lease = first_writes_in_between  # type: ignore[method-assign]
+    assert not second.try_acquire_or_renew()
+    assert leases.record is not None and leases.record.holder == "a"
+    assert not second.try_acquire_or_renew(), "a fresh lease held by another"
