@@ -55,11 +55,16 @@ class Environment:
         """Install (or upgrade) the operator from the repository's chart and wait until it runs; `values`
         are extra `--set`s (e.g. `replicaCount=2`); without them the release goes back to the defaults."""
         tag = images.image_ref("operator").rsplit(":", 1)[1]
+        # The tag is the version whatever the content; the archive's name (the digest of the build inputs)
+        # as a pod annotation rolls the operator whenever the image built from this tree changes.
+        built = images.archive_path("operator").name
         extra = [arg for value in values for arg in ("--set", value)]
         self.helm(
             "upgrade", "--install", "headrace", str(REPOSITORY / "charts" / "headrace"),
             "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
-            "--set", f"image.tag={tag}", "--set", "logVerbose=true", *extra, "--wait", "--timeout", "5m",
+            "--set", f"image.tag={tag}", "--set", "logVerbose=true",
+            "--set-string", f"podAnnotations.headrace\\.dev/image-archive={built}",
+            *extra, "--wait", "--timeout", "5m",
         )  # fmt: skip
 
 
