@@ -1,21 +1,37 @@
-"""Operator metrics (Prometheus naming, bounded labels, every series starting at zero)."""
+"""Operator metrics (Prometheus naming, bounded labels, every series starting at zero).
+
+Owns the series and what is remembered between reconciliations only to fill them (each app's phase,
+its lifecycle transition underway); which transition ended, and when it began, is decided in
+`headrace.core.transitions`. The one per-app series, the last batch age, exists only while the app runs.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from headrace.api.models import Phase
+from headrace.api.models import Phase, StreamingAppStatus, StreamingSavepointSpec
+from headrace.core import transitions
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
 RESTART_REASONS = ("DriverFailed", "DriverLost", "DriverDeleted", "DriverExited", "Evicted", "OOMKilled", "Other")
 RESULTS = ("success", "conflict", "error")
+SAVEPOINT_TRIGGERS: tuple[str, ...] = (*get_args(StreamingSavepointSpec.model_fields["reason"].annotation), "other")
+SAVEPOINT_RESULTS = ("succeeded", "failed")
+SAVEPOINT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+TRANSITION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
 def restart_reason_label(reason: str | None) -> str:
     """Map a free-form failure reason onto the bounded label set."""
     return reason if reason in RESTART_REASONS else "Other"
+
+
+def savepoint_trigger_label(reason: str | None) -> str:
+    """Map a savepoint's reason (StreamingSavepoint spec.reason) onto the bounded trigger label set."""
+    return reason if reason in SAVEPOINT_TRIGGERS else "other"
 
 
 class OperatorMetrics:
@@ -42,6 +58,38 @@ class OperatorMetrics:
             "1 while this replica acts (holds the leader Lease, or runs without leader election), else 0.",
             registry=self.registry,
         )
+        self.savepoints = Counter(
+            "headrace_savepoints_total",
+            "Savepoint outcomes the operator recorded, by trigger and result.",
+            ["trigger", "result"],
+            registry=self.registry,
+        )
+        self.savepoint_seconds = Histogram(
+            "headrace_savepoint_duration_seconds",
+            "Duration of savepoints the operator took, by trigger.",
+            ["trigger"],
+            buckets=SAVEPOINT_BUCKETS,
+            registry=self.registry,
+        )
+        self.transition_seconds = Histogram(
+            "headrace_transition_duration_seconds",
+            "Duration of lifecycle transitions, from the operator starting one to its end.",
+            ["transition"],
+            buckets=TRANSITION_BUCKETS,
+            registry=self.registry,
+        )
+        self.last_batch_age = Gauge(
+            "headrace_app_last_batch_age_seconds",
+            "Seconds since the running driver last committed a batch, as of the app's last reconciliation.",
+            ["namespace", "app"],
+            registry=self.registry,
+        )
+        for trigger in SAVEPOINT_TRIGGERS:
+            self.savepoint_seconds.labels(trigger)
+            for savepoint_result in SAVEPOINT_RESULTS:
+                self.savepoints.labels(trigger, savepoint_result)
+        for transition in transitions.TRANSITIONS:
+            self.transition_seconds.labels(transition)
         for result in RESULTS:
             self.reconciles.labels(result)
         for phase in PHASES:
@@ -53,6 +101,8 @@ class OperatorMetrics:
         for event_type in ("Normal", "Warning"):
             self.events.labels(event_type)
         self._phases: dict[tuple[str, str], str] = {}
+        self._aged: set[tuple[str, str]] = set()
+        self._underway: dict[tuple[str, str], transitions.Underway] = {}
 
     def record_phase(self, key: tuple[str, str], phase: str | None) -> None:
         """Track the phase of one app (None when the app is gone) in the apps-by-phase gauge."""
@@ -62,3 +112,37 @@ class OperatorMetrics:
         if phase is not None:
             self._phases[key] = phase
             self.apps.labels(phase).inc()
+
+    def record_savepoint(self, reason: str | None, succeeded: bool, seconds: float | None) -> None:
+        """One savepoint outcome; `seconds` is how long taking it took (None: not taken here, e.g. an import)."""
+        trigger = savepoint_trigger_label(reason)
+        self.savepoints.labels(trigger, "succeeded" if succeeded else "failed").inc()
+        if seconds is not None:
+            self.savepoint_seconds.labels(trigger).observe(max(seconds, 0.0))
+
+    def record_decision(
+        self, key: tuple[str, str], previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
+    ) -> None:
+        """An app's status went from `previous` to `new` (recorded) at `now`: its phase, the lifecycle
+        transition that ended (the transition underway is kept here between decisions), its last batch age."""
+        self.record_phase(key, new.phase)
+        moved = transitions.step(self._underway.pop(key, None), previous, new, now)
+        if moved.underway is not None:
+            self._underway[key] = moved.underway
+        if moved.ended is not None:
+            self.transition_seconds.labels(moved.ended.transition).observe(moved.ended.seconds)
+        self._record_last_batch_age(key, transitions.last_batch_age(new, now))
+
+    def forget_app(self, key: tuple[str, str]) -> None:
+        """The app is gone: drop its phase, its transition underway and its series."""
+        self.record_phase(key, None)
+        self._underway.pop(key, None)
+        self._record_last_batch_age(key, None)
+
+    def _record_last_batch_age(self, key: tuple[str, str], age: float | None) -> None:
+        if age is not None:
+            self.last_batch_age.labels(*key).set(age)
+            self._aged.add(key)
+        elif key in self._aged:
+            self._aged.discard(key)
+            self.last_batch_age.remove(*key)

@@ -20,6 +20,7 @@ from headrace.api import models, names
 from headrace.controller import failpoints
 from headrace.controller.metrics import OperatorMetrics, restart_reason_label
 from headrace.controller.observe import CREATED_BY, CREATED_BY_OPERATOR, app_view, observe
+from headrace.core.observation import Observation
 from headrace.core.plan import (
     Action,
     CreateSavepointResource,
@@ -74,7 +75,7 @@ class Reconciler:
     def _reconcile(self, namespace: str, name: str) -> float | None:
         body = self.kube.get_app(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            self.metrics.record_phase((namespace, name), None)
+            self.metrics.forget_app((namespace, name))
             return None
         view = app_view(body)
         pods = self.kube.list_driver_pods(namespace, name)
@@ -85,12 +86,24 @@ class Reconciler:
             body = self.kube.replace_app_status(body, plan.status.model_dump(mode="json", exclude_none=True))
             if (pending := plan.status.pendingOperation) is not None:
                 failpoints.hit(f"after-status:{pending.kind}/{pending.step}")
-        self.metrics.record_phase((namespace, name), plan.status.phase)
+        self.metrics.record_decision((namespace, name), view.status, plan.status, now)
         delay = plan.requeue_after
         for action in plan.actions:
             delay = _sooner(delay, self._act(body, action))
+            if isinstance(action, SetSavepointStatus):
+                self._record_settled_savepoint(action, observation, now)
         self._post_events(body, plan, now)
         return delay
+
+    def _record_settled_savepoint(self, action: SetSavepointStatus, observation: Observation, now: datetime) -> None:
+        """A savepoint outcome recorded without asking a driver: an import (not timed), or a savepoint
+        interrupted by an operator restart (timed from its StreamingSavepoint's creation)."""
+        resource = observation.savepoint(action.name)
+        reason = resource.reason if resource is not None else None
+        imported = resource is not None and resource.import_path is not None
+        created = resource.created_at if resource is not None and not imported else None
+        seconds = (now - created).total_seconds() if created is not None else None
+        self.metrics.record_savepoint(reason, action.phase == "Succeeded", seconds)
 
     def _post_events(self, body: dict[str, Any], plan: Plan, now: datetime) -> None:
         for event in plan.events:
@@ -158,6 +171,7 @@ class Reconciler:
         namespace = body["metadata"]["namespace"]
         self.kube.patch_savepoint_status(namespace, action.name, {"phase": "InProgress", "path": action.path})
         token = self._token(body)
+        started = time.monotonic()
         try:
             if action.address is None or token is None:
                 raise DriverUnavailable("the driver has no address or control token yet")
@@ -171,6 +185,7 @@ class Reconciler:
             self.kube.patch_savepoint_status(
                 namespace, action.name, {"phase": "Failed", "message": str(error), "time": format_time(self.clock())}
             )
+            self.metrics.record_savepoint(action.reason, False, time.monotonic() - started)
             return
         batches = [query.get("batchId") for query in record.get("queries", []) if query.get("batchId") is not None]
         self.kube.patch_savepoint_status(
@@ -185,6 +200,7 @@ class Reconciler:
                 "message": None,
             },
         )
+        self.metrics.record_savepoint(action.reason, True, time.monotonic() - started)
 
     def _ensure_driver(self, body: dict[str, Any], action: EnsureDriver) -> None:
         metadata = body["metadata"]

@@ -1,0 +1,97 @@
+"""The operator's series: every label combination from zero, bounded labels, and what one decision records."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry
+
+from headrace.api.models import StreamingAppStatus
+from headrace.controller.metrics import SAVEPOINT_RESULTS, SAVEPOINT_TRIGGERS, OperatorMetrics
+from headrace.core.observation import DriverProgress, Observation
+from headrace.core.planner import decide
+from headrace.core.transitions import TRANSITIONS
+
+from .builders import T0, later, pod, seen, view
+
+KEY = ("analytics", "clicks")
+
+
+def value(metrics: OperatorMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def decided(
+    metrics: OperatorMetrics, status: StreamingAppStatus, observation: Observation, now: datetime
+) -> StreamingAppStatus:
+    new = decide(view(status=status), observation, now).status
+    metrics.record_decision(KEY, status, new, now)
+    return new
+
+
+def test_savepoint_and_transition_series_start_at_zero() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    assert SAVEPOINT_TRIGGERS == ("manual", "periodic", "upgrade", "suspend", "import", "other")
+    for trigger in SAVEPOINT_TRIGGERS:
+        assert value(metrics, "headrace_savepoint_duration_seconds_count", trigger=trigger) == 0
+        for result in SAVEPOINT_RESULTS:
+            assert value(metrics, "headrace_savepoints_total", trigger=trigger, result=result) == 0
+    assert set(TRANSITIONS) == {"deploy", "recover", "upgrade", "rescale", "suspend", "resume"}
+    for transition in TRANSITIONS:
+        assert value(metrics, "headrace_transition_duration_seconds_count", transition=transition) == 0
+    names = {family.name for family in metrics.registry.collect()}
+    assert "headrace_app_last_batch_age_seconds" in names
+    assert not [
+        sample
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name.startswith("headrace_app_")
+    ]
+
+
+def test_savepoints_by_trigger_and_result() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    metrics.record_savepoint("periodic", True, 3.0)
+    metrics.record_savepoint("upgrade", False, 0.4)
+    metrics.record_savepoint("something-new", True, 1.0)  # an unknown reason stays in the bounded set
+    metrics.record_savepoint("import", True, None)  # counted, not timed
+    assert value(metrics, "headrace_savepoints_total", trigger="periodic", result="succeeded") == 1
+    assert value(metrics, "headrace_savepoints_total", trigger="upgrade", result="failed") == 1
+    assert value(metrics, "headrace_savepoints_total", trigger="other", result="succeeded") == 1
+    assert value(metrics, "headrace_savepoints_total", trigger="import", result="succeeded") == 1
+    assert value(metrics, "headrace_savepoint_duration_seconds_sum", trigger="periodic") == 3.0
+    assert value(metrics, "headrace_savepoint_duration_seconds_bucket", trigger="upgrade", le="0.5") == 1
+    assert value(metrics, "headrace_savepoint_duration_seconds_count", trigger="import") == 0
+
+
+def test_a_decision_records_phase_transition_and_last_batch_age() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    assert value(metrics, "headrace_apps", phase="Deploying") == 1
+    progress = DriverProgress(ready=True, last_batch_id=0, last_batch_time=later(5))
+    status = decided(metrics, status, Observation(drivers=(pod(),), progress=progress), later(8))
+    assert value(metrics, "headrace_apps", phase="Deploying") == 0
+    assert value(metrics, "headrace_apps", phase="Running") == 1
+    assert value(metrics, "headrace_transition_duration_seconds_count", transition="deploy") == 1
+    assert value(metrics, "headrace_transition_duration_seconds_sum", transition="deploy") == 8.0
+    age = {"namespace": "analytics", "app": "clicks"}
+    assert value(metrics, "headrace_app_last_batch_age_seconds", **age) == 3.0
+    status = decided(metrics, status, Observation(drivers=(pod(),), progress=progress), later(35))
+    assert value(metrics, "headrace_app_last_batch_age_seconds", **age) == 30.0
+    assert value(metrics, "headrace_transition_duration_seconds_count", transition="deploy") == 1
+    decided(metrics, status, seen(pod(phase="Failed", exit_code=1)), later(40))
+    assert value(metrics, "headrace_app_last_batch_age_seconds", **age) is None  # restarting: no series
+    metrics.forget_app(KEY)
+    assert value(metrics, "headrace_apps", phase="Restarting") == 0
+    metrics.forget_app(KEY)  # gone twice (e.g. deletion seen again) is harmless
+
+
+def test_a_deleted_running_app_drops_its_series() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    progress = DriverProgress(ready=True, last_batch_id=0, last_batch_time=later(1))
+    decided(metrics, status, Observation(drivers=(pod(),), progress=progress), later(2))
+    assert value(metrics, "headrace_app_last_batch_age_seconds", namespace="analytics", app="clicks") == 1.0
+    metrics.forget_app(KEY)
+    assert value(metrics, "headrace_app_last_batch_age_seconds", namespace="analytics", app="clicks") is None
+    assert value(metrics, "headrace_apps", phase="Running") == 0
