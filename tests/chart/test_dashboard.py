@@ -19,6 +19,7 @@ IDENTIFIER = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 PROMQL_WORDS = {
     "sum", "max", "min", "avg", "count", "by", "without", "rate", "increase", "irate", "histogram_quantile",
     "label_values", "le", "namespace", "app", "query", "phase", "reason", "result", "action", "type", "run",
+    "trigger", "transition",
 }  # fmt: skip
 
 
@@ -68,6 +69,9 @@ def test_the_dashboard_covers_the_headline_metrics() -> None:
         "headrace_driver_restarts_total",
         "headrace_runtime_savepoints_total",
         "headrace_apps",
+        "headrace_savepoints_total",
+        "headrace_transition_duration_seconds_bucket",
+        "headrace_app_last_batch_age_seconds",
     ):
         assert series in used, series
 
