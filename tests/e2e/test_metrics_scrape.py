@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from headrace.api import names
-from headrace.controller.metrics import PHASES, RESTART_REASONS, RESULTS
-from headrace.runtime.metrics import SAVEPOINT_RESULTS
+from headrace.controller.metrics import PHASES, RESTART_REASONS, RESULTS, SAVEPOINT_RESULTS, SAVEPOINT_TRIGGERS
+from headrace.core.timefmt import parse_time
+from headrace.core.transitions import TRANSITIONS
+from headrace.runtime import metrics as runtime_metrics
 from headrace.testbed import scenario
 from headrace.testbed.environment import deployed_example
 
@@ -31,6 +33,7 @@ FILES = 3
 NOT_FROM_A_FILE_SOURCE = {"headrace_query_source_backlog_records"}
 WATERMARK_DELAY = 30.0  # the example's `--watermark 30 seconds` (headrace.testbed.scenario)
 RECENT_SECONDS = 600.0  # the last batch ran within this long before the scrape
+CLOCK_SLACK = 2.0  # the operator's and this process's clocks (one machine) and sub-second rounding
 
 
 def documented(section: str) -> set[str]:
@@ -64,10 +67,22 @@ def running(e2e: E2E) -> Iterator[scenario.AppHandle]:
         yield app
 
 
-def test_operator_metrics_from_the_leader(e2e: E2E, running: scenario.AppHandle) -> None:
+def _operator_samples(e2e: E2E, running: scenario.AppHandle) -> Samples:
     with e2e.api_client() as api:
         pod = running.wait(lambda: leader_pod(api), 60, "the operator pod holding the Lease")
-    samples = scrape(pod.status.pod_ip, container_port(pod, "metrics"))
+    return scrape(pod.status.pod_ip, container_port(pod, "metrics"))
+
+
+def by_labels(samples: Samples, name: str, *labels: str) -> dict[tuple[str, ...], float]:
+    return {tuple(found[label] for label in labels): value for found, value in series(samples, name)}
+
+
+def test_operator_metrics_from_the_leader(e2e: E2E, running: scenario.AppHandle) -> None:
+    last_batch = running.wait(
+        lambda: (running.status().get("progress") or {}).get("lastBatchTime"), 60, "status.progress.lastBatchTime"
+    )
+    samples = _operator_samples(e2e, running)
+    scraped_at = time.time()
     missing = sorted(name for name in documented("Operator metrics") if not sample_names(name, samples))
     assert not missing, f"documented but not exported by the operator: {missing}"
     assert series(samples, "headrace_operator_leader") == [({}, 1.0)]
@@ -85,6 +100,22 @@ def test_operator_metrics_from_the_leader(e2e: E2E, running: scenario.AppHandle)
     assert by_label(samples, "headrace_actions_total", "action")["EnsureDriver"] >= 1
     events = by_label(samples, "headrace_events_total", "type")
     assert set(events) == {"Normal", "Warning"} and events["Normal"] >= 1
+    savepoints = by_labels(samples, "headrace_savepoints_total", "trigger", "result")
+    assert set(savepoints) == {(trigger, result) for trigger in SAVEPOINT_TRIGGERS for result in SAVEPOINT_RESULTS}
+    assert min(savepoints.values()) >= 0
+    timed = by_label(samples, "headrace_savepoint_duration_seconds_count", "trigger")
+    assert set(timed) == set(SAVEPOINT_TRIGGERS) and min(timed.values()) >= 0
+    # This app was deployed while this operator led: its first driver's start was timed.
+    transitions = by_label(samples, "headrace_transition_duration_seconds_count", "transition")
+    assert set(transitions) == set(TRANSITIONS) and min(transitions.values()) >= 0
+    assert transitions["deploy"] >= 1, transitions
+    took = by_label(samples, "headrace_transition_duration_seconds_sum", "transition")["deploy"]
+    assert 0 < took / transitions["deploy"] < 300, took
+    ages = by_labels(samples, "headrace_app_last_batch_age_seconds", "namespace", "app")
+    age = ages[(running.namespace, running.name)]
+    # set at a reconciliation after the batch the status names (or a later one), before the scrape
+    assert 0 <= age <= scraped_at - parse_time(last_batch).timestamp() + CLOCK_SLACK, (age, last_batch)
+    assert age < RECENT_SECONDS
 
 
 def _driver_samples(running: scenario.AppHandle) -> Samples:
@@ -130,4 +161,20 @@ def test_driver_metrics_from_the_running_app(running: scenario.AppHandle) -> Non
     state_memory = by_label(samples, "headrace_query_state_memory_bytes", "query")
     assert all(value >= 0 for value in state_memory.values()), state_memory
     savepoints = by_label(samples, "headrace_runtime_savepoints_total", "result")
-    assert set(savepoints) == set(SAVEPOINT_RESULTS) and min(savepoints.values()) >= 0
+    assert set(savepoints) == set(runtime_metrics.SAVEPOINT_RESULTS) and min(savepoints.values()) >= 0
+
+
+def test_a_savepoint_is_counted_and_timed_by_trigger(e2e: E2E, running: scenario.AppHandle) -> None:
+    """A manual savepoint (the trigger nonce): counted as manual/succeeded and timed; the last in the module,
+    as it moves the app through Savepointing."""
+    before = _operator_samples(e2e, running)
+    counted = by_labels(before, "headrace_savepoints_total", "trigger", "result")[("manual", "succeeded")]
+    running.patch_spec({"savepoints": {"triggerNonce": 1}})
+    running.wait(lambda: (running.status().get("latestSavepoint") or {}).get("path"), 180, "the manual savepoint")
+    samples = _operator_samples(e2e, running)
+    savepoints = by_labels(samples, "headrace_savepoints_total", "trigger", "result")
+    # at least: other apps on this shared operator may take savepoints meanwhile
+    assert savepoints[("manual", "succeeded")] >= counted + 1, savepoints
+    timed = by_label(samples, "headrace_savepoint_duration_seconds_count", "trigger")["manual"]
+    took = by_label(samples, "headrace_savepoint_duration_seconds_sum", "trigger")["manual"]
+    assert timed >= 1 and 0 < took / timed < 120, (timed, took)
