@@ -150,6 +150,8 @@ def test_prometheus_monitors_only_where_the_api_is_served(tmp_path: Path) -> Non
     (service,) = by_kind(manifests, "Service")
     assert service_monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert service_monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    # headrace_app_last_batch_age_seconds{namespace=<the app's>} must keep its label, not become exported_namespace
+    assert service_monitor["spec"]["endpoints"][0]["honorLabels"] is True
     (pod_monitor,) = by_kind(manifests, "PodMonitor")
     assert pod_monitor["spec"]["selector"]["matchLabels"]["headrace.dev/role"] == "driver"
     assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
