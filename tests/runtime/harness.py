@@ -83,6 +83,7 @@ class RuntimeProcess:
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
     name: str = "run"
+    script: Path = JOB
     process: subprocess.Popen[bytes] | None = None
     control_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
@@ -110,7 +111,7 @@ class RuntimeProcess:
         env.update(self.env)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "headrace.runtime", str(JOB), *self.args],
+                [sys.executable, "-m", "headrace.runtime", str(self.script), *self.args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from headrace.runtime.hadoop_fs import HadoopFileSystem, MissingFileError
+from headrace.runtime.savepoint import SavepointContext, SavepointError, SavepointSource, take_savepoint
 
 pytestmark = pytest.mark.spark
 
@@ -31,3 +33,31 @@ def test_copy_files_lists_reads_and_reports_missing(tmp_path: Path, reader_spark
         fs.read_text(str(target / "absent"))
     assert {"0", "1"} <= set(fs.list_names(str(target / "offsets")))
     assert fs.list_files(str(tmp_path / "absent")) == {}
+
+
+@pytest.mark.parametrize(
+    ("offsets", "commits", "sink", "message"),
+    [
+        (3, 2, 2, "the offsets log ends at batch 3 but the commits log at 2"),
+        (2, 2, 3, "the file sink's log has batch 3 after the last committed batch 2"),
+    ],
+)
+def test_stopped_savepoint_refuses_logs_off_a_batch_boundary(  # noqa: PLR0917 - one parameter per column
+    tmp_path: Path, reader_spark: Any, offsets: int, commits: int, sink: int, message: str
+) -> None:
+    """No savepoint (and no partial copy) unless offsets == commits and the sink log is not ahead."""
+    fs = HadoopFileSystem.of_session(reader_spark)
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "out"
+    for directory, last in ((checkpoint / "offsets", offsets), (checkpoint / "commits", commits)):
+        directory.mkdir(parents=True)
+        for batch in range(last + 1):
+            (directory / str(batch)).write_text("v1")
+    (output / "_spark_metadata").mkdir(parents=True)
+    for batch in range(sink + 1):
+        (output / "_spark_metadata" / str(batch)).write_text("v1")
+    source = SavepointSource("q0", str(checkpoint), "id", "q0", str(output))
+    context = SavepointContext("app", "ns", "r1", "4.3.0", "rocksdb", "upgrade", stopped=True)
+    target = tmp_path / "savepoint"
+    with pytest.raises(SavepointError, match=message):
+        take_savepoint(fs, [source], str(target), context, lambda: datetime.now(UTC))
+    assert not target.exists()

@@ -7,6 +7,7 @@ import pytest
 from headrace.runtime.checkpoint_files import (
     IncompleteCheckpointError,
     StatefulOperator,
+    boundary_problem,
     keep_referenced_ssts,
     last_batch_id,
     operator_from_metadata,
@@ -261,3 +262,19 @@ def test_sink_ahead_problem() -> None:
     problem = sink_ahead_problem("/out", 5, 8)
     assert problem is not None
     assert "already committed batches 6..8 after the savepoint's batch 5" in problem
+
+
+@pytest.mark.parametrize(
+    ("planned", "committed", "sink", "problem"),
+    [
+        (None, None, None, None),  # never ran a batch
+        (7, 7, 7, None),
+        (7, 7, None, None),  # no file sink
+        (7, 7, 6, None),  # sink behind: the next batch writes it
+        (8, 7, 7, "the offsets log ends at batch 8 but the commits log at 7"),
+        (7, 7, 8, "the file sink's log has batch 8 after the last committed batch 7"),  # issue 5
+        (None, None, 0, "the file sink's log has batch 0 after the last committed batch None"),
+    ],
+)
+def test_boundary_problem(planned: int | None, committed: int | None, sink: int | None, problem: str | None) -> None:
+    assert boundary_problem(planned, committed, sink) == problem

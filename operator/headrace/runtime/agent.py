@@ -1,14 +1,16 @@
 """The runtime's state inside the driver: query starts, restore, progress, control actions.
 
 Owns: what happens when the script starts a query (managed checkpoint, bounded trigger, handing
-it to the ``Restorer`` before it runs, tracking), listener events, the control actions (status,
-savepoint, stop-with-savepoint, rescale) and waiting for the queries to end.
+it to the ``Restorer`` before it runs, tracking, refusing starts once a stop began), listener
+events, the control actions (status, savepoint, stop-with-savepoint, rescale) and waiting for the
+queries to end. A query start, a savepoint's choice of queries and a stop exclude each other.
 Never: parses HTTP or the environment, patches PySpark (``patching``), decides file selection
 (``checkpoint_files``) or restore compatibility (``restore``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -44,6 +46,13 @@ log = logging.getLogger(__name__)
 EXIT_GRACE_SECONDS = 10.0
 
 
+class StartRefusedError(BaseException):
+    """The script started a query after a stop-with-savepoint began; the runtime is exiting.
+
+    A ``BaseException`` so a script's ``except Exception`` cannot retry the start.
+    """
+
+
 class Agent:
     """One per driver process; the patches, listener and control endpoint all call into it."""
 
@@ -56,7 +65,7 @@ class Agent:
         self._fs: HadoopFileSystem | None = None
         self._restorer: Restorer | None = None
         self._operation = threading.Lock()  # one savepoint or stop at a time
-        self._start_lock = threading.RLock()
+        self._start_lock = threading.RLock()  # held by a query start (restore included) and a snapshot
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._stop_outcome = termination.failed("StopWithSavepointFailed", "stop-with-savepoint did not finish")
@@ -68,6 +77,10 @@ class Agent:
 
     def start_query(self, writer: DataStreamWriter, call: StartCall, launch: Callable[[], Any]) -> Any:
         with self._start_lock:
+            if self._stopping.is_set():
+                raise StartRefusedError(
+                    f"query {call.query_name or '(unnamed)'} was started after stop-with-savepoint began; not started"
+                )
             self._attach(writer._spark)
             key = self.registry.next_key(call.query_name)
             checkpoint, managed = self._place_checkpoint(writer, call, key)
@@ -173,6 +186,10 @@ class Agent:
             self._operation.release()
 
     def _snapshot(self, path: str | None, reason: str, stopped: bool) -> dict[str, Any]:
+        with self._start_lock:  # no query start (restore, repartition) while choosing and copying
+            return self._snapshot_unlocked(path, reason, stopped)
+
+    def _snapshot_unlocked(self, path: str | None, reason: str, stopped: bool) -> dict[str, Any]:
         if self._spark is None or self._fs is None or not self.registry.all():
             raise ActionError(HTTPStatus.CONFLICT, "no query has started yet")
         target = path or (
@@ -186,7 +203,7 @@ class Agent:
             SavepointSource(query.key, query.checkpoint, query.query_id, query.name, query.file_sink_path)
             for query in self.registry.all()
             if query.checkpoint
-        ]
+        ] + self._unstarted_sources()
         context = SavepointContext(
             app_name=self.settings.app_name,
             app_namespace=self.settings.app_namespace,
@@ -208,11 +225,43 @@ class Agent:
         self.last_savepoint = {key: record[key] for key in ("path", "completedAt", "sizeBytes", "reason")}
         return record
 
+    def _unstarted_sources(self) -> list[SavepointSource]:
+        """Managed checkpoints with commits whose query the script has not started in this process.
+
+        A restored copy, or an earlier attempt's checkpoint, of a query the script starts after
+        another one: a savepoint without it would restore that query without state into a sink
+        that already has batches. Nothing runs them, so their logs are as they were left.
+        """
+        root = self.settings.checkpoint_dir
+        if not root or self._fs is None:
+            return []
+        started = {query.key for query in self.registry.all()}
+        sources = []
+        for name in self._fs.list_names(root):
+            checkpoint = join(root, name)
+            if name in started or name.startswith(".") or name.endswith(".restoring"):
+                continue
+            if not self._fs.list_names(join(checkpoint, "commits")):
+                continue
+            log.info("query %s has not started in this process; its checkpoint is saved as it is", name)
+            sink = self._restorer.saved_sink_path(name) if self._restorer is not None else None
+            sources.append(SavepointSource(name, checkpoint, self._checkpoint_query_id(checkpoint), None, sink))
+        return sources
+
+    def _checkpoint_query_id(self, checkpoint: str) -> str:
+        assert self._fs is not None
+        try:
+            return str(json.loads(self._fs.read_text(join(checkpoint, "metadata")))["id"])
+        except (OSError, ValueError, KeyError) as error:
+            log.warning("%s: no query id in its metadata file (%s)", checkpoint, error)
+            return ""
+
     def stop_with_savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
         if not self._operation.acquire(blocking=False):
             raise ActionError(HTTPStatus.CONFLICT, "another savepoint or stop is in progress")
         try:
-            self._stopping.set()
+            with self._start_lock:  # a start in progress (restore, repartition) finishes first
+                self._stopping.set()  # later starts are refused
             self._phase = "Stopping"
             try:
                 self._stop_at_batch_boundary()
@@ -227,18 +276,29 @@ class Agent:
             self._operation.release()
 
     def _stop_at_batch_boundary(self) -> None:
-        """Stop every query, then replay its pending batch with a once-trigger so offsets == commits."""
-        running = [query for query in self.registry.all() if query.handle.isActive]
-        for query in running:
+        """Stop every query, then replay its pending batch with a once-trigger so offsets == commits.
+
+        A once-trigger runs exactly one batch: the planned one (Spark re-runs an uncommitted
+        offsets entry before planning anew). Afterwards no query may be active in the session.
+        """
+        assert self._spark is not None
+        queries = self.registry.all()
+        for query in queries:
             query.handle.stop()
-        for query in running:
-            if not self._has_pending_batch(query.checkpoint):
+        for query in queries:
+            if not query.checkpoint or not self._has_pending_batch(query.checkpoint):
                 log.info("query %s stopped between batches", query.key)
                 continue
             query.writer.trigger(once=True)
             query.handle = query.relaunch()
             query.handle.awaitTermination()
-            log.info("query %s stopped at a batch boundary", query.key)
+            log.info("query %s replayed its planned batch and stopped", query.key)
+        for stray in self._spark.streams.active:
+            log.warning("query %s was active outside the runtime's tracking; stopping it", stray.name or stray.id)
+            stray.stop()
+        still_active = [str(query.name or query.id) for query in self._spark.streams.active]
+        if still_active:
+            raise RuntimeError(f"queries still active after the stop: {still_active}")
 
     def _has_pending_batch(self, checkpoint: str) -> bool:
         """Whether the offsets log is ahead of the commits log (a batch was planned, not committed)."""

@@ -1,8 +1,9 @@
 """Pure knowledge of a Structured Streaming checkpoint's layout.
 
 Owns: which files of a live checkpoint form its committed prefix at batch N (the savepoint
-selection), the last committed batch, the state partitions pinned in the offsets log and the
-stateful operators recorded in ``state/<op>/_metadata``.
+selection), the last committed batch, whether a stopped query's logs end at one batch boundary,
+the state partitions pinned in the offsets log and the stateful operators recorded in
+``state/<op>/_metadata``.
 Never: touches a file system; callers list and read files and pass paths and text in.
 """
 
@@ -56,6 +57,20 @@ def last_batch_id(names: Iterable[str]) -> int | None:
     """The highest batch id among a metadata log directory's file names (``7``, ``9.compact``)."""
     numbers = [number for number in (_batch_number(name) for name in names) if number is not None]
     return max(numbers, default=None)
+
+
+def boundary_problem(planned: int | None, committed: int | None, sink: int | None) -> str | None:
+    """Why a stopped query's logs do not end at one batch boundary; None when they do.
+
+    ``planned``, ``committed`` and ``sink`` are the last batch ids of the offsets log, the commits
+    log and the file sink's ``_spark_metadata`` log (None: empty, or no file sink). A sink log
+    behind the commits is harmless (Spark writes the next batch); one ahead of them is not.
+    """
+    if planned != committed:
+        return f"the offsets log ends at batch {planned} but the commits log at {committed}"
+    if sink is not None and (committed is None or sink > committed):
+        return f"the file sink's log has batch {sink} after the last committed batch {committed}"
+    return None
 
 
 def sink_log_seed(last_batch: int, compact_interval: int) -> list[str]:

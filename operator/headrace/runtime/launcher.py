@@ -26,7 +26,7 @@ from pyspark.errors import StreamingQueryException
 
 from headrace.api import runtime_contract as contract
 from headrace.runtime import patching, termination
-from headrace.runtime.agent import Agent
+from headrace.runtime.agent import Agent, StartRefusedError
 from headrace.runtime.control import ControlServer
 from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.restore import RestoreIncompatibleError
@@ -60,6 +60,8 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
         return termination.restore_incompatible(str(error))
     except TerminationRequestedError:
         return TERMINATED
+    except StartRefusedError as error:
+        log.info("%s", error)
     except SystemExit as exit_request:
         if exit_request.code not in (None, 0) and not agent.stopping:
             return termination.failed("ScriptExited", f"the script exited with {exit_request.code}")

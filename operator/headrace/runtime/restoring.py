@@ -123,6 +123,13 @@ class Restorer:
         if seed_file_sink_log(self._fs, sink, committed, interval):
             log.info("query %s: new file sink %s starts after batch %d", tracked.key, sink, committed)
 
+    def saved_sink_path(self, key: str) -> str | None:
+        """The file sink a query of the savepoint wrote to, if the savepoint records one."""
+        for query in self._savepoint["queries"]:
+            if query["key"] == key and query.get("sinkPath"):
+                return str(query["sinkPath"])
+        return None
+
     def _saved_query(self, key: str) -> dict[str, Any] | None:
         for query in self._savepoint["queries"]:
             if query["key"] == key and query.get("batchId") is not None:

@@ -2,7 +2,8 @@
 
 Owns: copying the files :func:`checkpoint_files.select_committed_prefix` selects through Hadoop's
 FileSystem API, the savepoint metadata file (written last: a savepoint without it is incomplete),
-and reading a savepoint's metadata back.
+reading a savepoint's metadata back, and for a stopped job checking before and after the copy that
+every query's offsets, commits and file-sink logs end at the batch it records (else no savepoint).
 Never: pauses, stops or restarts a query (stop-with-savepoint stops them before calling here).
 """
 
@@ -22,7 +23,9 @@ from headrace.api.runtime_contract import SAVEPOINT_METADATA_FILE
 from headrace.runtime.checkpoint_files import (
     IncompleteCheckpointError,
     SelectedFile,
+    boundary_problem,
     keep_referenced_ssts,
+    last_batch_id,
     last_committed_batch,
     operator_from_metadata,
     operator_metadata_paths,
@@ -121,6 +124,27 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
     }
 
 
+def stopped_boundary(fs: HadoopFileSystem, source: SavepointSource) -> int | None:
+    """The batch a stopped query ends at; :class:`SavepointError` unless its logs all end there."""
+    planned = last_batch_id(fs.list_names(join(source.checkpoint, "offsets")))
+    committed = last_batch_id(fs.list_names(join(source.checkpoint, "commits")))
+    sink = last_batch_id(fs.list_names(join(source.sink_path, "_spark_metadata"))) if source.sink_path else None
+    problem = boundary_problem(planned, committed, sink)
+    if problem:
+        raise SavepointError(f"query {source.key} did not stop at a batch boundary: {problem}")
+    return committed
+
+
+def _check_unchanged(fs: HadoopFileSystem, sources: list[SavepointSource], queries: list[dict[str, Any]]) -> None:
+    """After copying a stopped job: every query still ends at the batch the savepoint records."""
+    for source, query in zip(sources, queries, strict=True):
+        after = stopped_boundary(fs, source)
+        if after != query["batchId"]:
+            raise SavepointError(
+                f"query {source.key} ran batch {after} while the savepoint copied batch {query['batchId']}"
+            )
+
+
 def take_savepoint(
     fs: HadoopFileSystem,
     sources: list[SavepointSource],
@@ -130,12 +154,25 @@ def take_savepoint(
 ) -> dict[str, Any]:
     """Copy each query's committed prefix to ``target/<query key>`` and write the metadata file.
 
+    With ``context.stopped`` every query must end at one batch boundary before and after the
+    copy; otherwise the partial copy is deleted and :class:`SavepointError` raised.
     Returns the savepoint record (the metadata plus ``path``).
     """
     if fs.exists(join(target, SAVEPOINT_METADATA_FILE)):
         raise SavepointError(f"a savepoint already exists at {target}")
+    created_here = not fs.exists(target)
     started, started_at = time.monotonic(), now()
-    queries = [_copy_query(fs, source, target) for source in sources]
+    try:
+        if context.stopped:
+            for source in sources:
+                stopped_boundary(fs, source)
+        queries = [_copy_query(fs, source, target) for source in sources]
+        if context.stopped:
+            _check_unchanged(fs, sources, queries)
+    except SavepointError:
+        if created_here:
+            fs.delete(target)
+        raise
     record = {
         "formatVersion": FORMAT_VERSION,
         "path": fs.qualify(target),
