@@ -3,13 +3,19 @@
 Reads JSON events (id, key, ts) from a directory one file per batch, counts them per key in
 10-second tumbling windows (query ``tumbling``) and in 20-second windows sliding every 10 seconds
 (query ``sliding``), each appended to ``<output>/<query>`` with a processing-time trigger, and
-waits for both like the example apps do. It knows nothing about Headrace.
+waits for both with the example apps' ``await_all``. It knows nothing about Headrace.
 """
 
 import argparse
+import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's idiom
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "apps"))  # the apps' shared common/
+
+from common.streaming_io import await_all
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--input", required=True)
@@ -38,11 +44,5 @@ for name, window in windows.items():
         .trigger(processingTime=f"{arguments.trigger_seconds} seconds")
         .start()
     )
-while any(query.isActive for query in queries):
-    spark.streams.awaitAnyTermination()
-    spark.streams.resetTerminated()
-for query in queries:
-    error = query.exception()
-    if error is not None:
-        raise error
+await_all(spark, queries)
 spark.stop()
