@@ -42,6 +42,7 @@ def _operator(args: argparse.Namespace) -> int:
     from headrace.adapters.lease import LeaseClient
     from headrace.controller import leader
     from headrace.controller.metrics import OperatorMetrics
+    from headrace.controller.workqueue import WorkQueue
     from headrace.settings import OperatorSettings
 
     settings = OperatorSettings.from_environ(os.environ)
@@ -50,14 +51,19 @@ def _operator(args: argparse.Namespace) -> int:
     if settings.metrics_port:
         prometheus_client.start_http_server(settings.metrics_port)
 
-    def run() -> None:
+    memo = kopf.Memo(metrics=metrics)
+
+    def run() -> bool:
+        """Run the operator until it stops; True once no reconcile runs any more."""
         kopf.run(
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             standalone=True,
             liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None,
-            memo=kopf.Memo(metrics=metrics),
+            memo=memo,
         )
+        queue = memo.get("queue")  # set by handlers.startup; its cleanup stopped it
+        return not isinstance(queue, WorkQueue) or queue.wait_idle(leader.RECONCILES_DONE_SECONDS)
 
     if not settings.leader_election or settings.lease_namespace is None:  # (election needs a namespace: see settings)
         metrics.leader.set(1)

@@ -33,7 +33,6 @@ from headrace.settings import OperatorSettings
 logger = logging.getLogger(__name__)
 WATCHDOG_SECONDS = 0.25
 RECONCILES_DONE_SECONDS = 20.0
-RECONCILE_THREADS = "reconcile"  # the thread name prefix of the work queue's pool (controller/workqueue.py)
 
 
 def _now() -> datetime:
@@ -221,20 +220,11 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def _reconciles_done(timeout_seconds: float) -> bool:
-    """Wait for the work queue's reconcile threads to finish what they run; True if they all did."""
-    deadline = time.monotonic() + timeout_seconds
-    workers = [thread for thread in threading.enumerate() if thread.name.startswith(RECONCILE_THREADS)]
-    for thread in workers:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(thread.is_alive() for thread in workers)
-
-
-def run_elected(elector: LeaderElector, health_port: int, work: Callable[[], None]) -> bool:
+def run_elected(elector: LeaderElector, health_port: int, work: Callable[[], bool]) -> bool:
     """Run `work` (the operator) only while holding the Lease; False if stopped while standing by.
 
-    Returning normally from `work` is a clean shutdown: once every reconcile has finished, the Lease
-    is released. If `work` raises, the Lease is left to expire (a reconcile may still be running).
+    `work` returns on a clean shutdown, True once nothing it started still runs (every reconcile
+    finished): the Lease is then released. Otherwise, or if `work` raises, the Lease is left to expire.
     """
     stop = threading.Event()
     with standby_health(health_port), _stop_on_signals(stop):
@@ -242,8 +232,7 @@ def run_elected(elector: LeaderElector, health_port: int, work: Callable[[], Non
             logger.info("leader election: stopped while standing by")
             return False
     elector.keep_renewing()
-    work()
-    if _reconciles_done(RECONCILES_DONE_SECONDS):
+    if work():
         elector.release()
     else:
         logger.warning("leader election: reconciles still running; leaving the Lease to expire")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,6 +41,8 @@ class WorkQueue:
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
+        self._running = 0
+        self._idle = threading.Condition()
 
     def add(self, key: Key) -> None:
         """Process `key` soon (once, however often it is added before a worker takes it)."""
@@ -71,7 +74,7 @@ class WorkQueue:
             self._queued.discard(key)
             self._processing.add(key)
             try:
-                delay = await loop.run_in_executor(self._pool, self._process, key)
+                delay = await loop.run_in_executor(self._pool, self._run, key)
                 self._failures.pop(key, None)
             except Exception:
                 failures = self._failures.get(key, 0) + 1
@@ -85,6 +88,21 @@ class WorkQueue:
                 self.add(key)
             elif delay is not None:
                 self.add_after(key, delay)
+
+    def _run(self, key: Key) -> float | None:
+        with self._idle:
+            self._running += 1
+        try:
+            return self._process(key)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout_seconds: float) -> bool:
+        """Block until no processing runs in the pool (e.g. after `stop`); True if none does by the timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout_seconds)
 
     def start(self) -> None:
         """Start the workers on the running event loop."""
