@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -69,9 +69,16 @@ def spark_kafka_jars() -> list[Path]:
     return maven.resolve([SPARK_KAFKA_CONNECTOR], exclude_provided_by_spark=True, pinned=SPARK_KAFKA_PINNED)
 
 
-def new_cluster_id(raw: bytes) -> str:
-    """A KRaft cluster id from 16 random bytes: URL-safe base64 without padding, as Kafka's `Uuid`."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes as URL-safe base64 without padding, as Kafka's `Uuid`.
+
+    Like Kafka's `Uuid.randomUuid`, it never returns an id that starts with "-": `kafka-storage format -t -Xyz…`
+    reads such an id as an option and fails ("argument --cluster-id/-t: expected one argument"), one start in 64.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def broker_properties(broker_port: int, controller_port: int, log_dir: Path) -> dict[str, str]:
@@ -158,11 +165,13 @@ class KafkaBroker:
         properties = broker_properties(self.broker_port, self.controller_port, self.workdir / "data")
         config.write_text(render_properties(properties))
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
-        cluster_id = new_cluster_id(uuid.uuid4().bytes)
-        subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
-            check=True, capture_output=True, timeout=120,
+        cluster_id = new_cluster_id()
+        formatted = subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)),
+            check=False, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
+        if formatted.returncode != 0:
+            raise RuntimeError(f"kafka-storage format exited {formatted.returncode}: {formatted.stderr[-2000:]}")
         self._process = procs.spawn("kafka", self._java("kafka.Kafka", str(config)), self.log_path)
         procs.wait_until_healthy(
             self._process, self._answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.5
