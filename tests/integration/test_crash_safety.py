@@ -48,7 +48,10 @@ REPORT_DELAY_SECONDS = 0.5  # and its kubelet reports the exit a moment later
 CRASH_TIMEOUT_SECONDS = 30.0
 DONE_TIMEOUT_SECONDS = 30.0
 # Points that the first deployment passes too: their operator is started only once the app runs.
-DEPLOY_POINTS = {"after-status:StartDriver/CreateDriver", "after:EnsureDriver"}
+ENSURE_DRIVER_STEPS = ("Secret", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service")
+DEPLOY_POINTS = {"after-status:StartDriver/CreateDriver", "after:EnsureDriver"} | {
+    f"inside:EnsureDriver/{step}" for step in ENSURE_DRIVER_STEPS
+}
 
 TRIGGERS: dict[str, dict[str, Any]] = {
     "upgrade": {"application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py", "args": ["--v2"]}},
@@ -85,6 +88,11 @@ CASES = [
     Case("upgrade", ("after-status:StartDriver/CreateDriver",)),
     Case("upgrade", ("after:DeletePod",)),
     Case("upgrade", ("after:EnsureDriver",)),
+    # between the objects of run 2's first attempt: the restarted operator creates what is missing, once
+    Case("upgrade", ("inside:EnsureDriver/Secret",)),
+    Case("upgrade", ("inside:EnsureDriver/pruned",)),
+    Case("upgrade", ("inside:EnsureDriver/RoleBinding",)),
+    Case("upgrade", ("inside:EnsureDriver/Service",)),
     Case("suspend", ("after-status:Suspend/TakeSavepoint",)),
     Case("suspend", ("after:CreateSavepointResource",)),
     Case("suspend", ("before:TakeSavepoint",), interrupted=True),

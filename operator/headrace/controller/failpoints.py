@@ -10,6 +10,9 @@ Points (the reconciler calls `hit` or `around`):
 - `before:<Action>` / `after:<Action>`: around carrying out an action, by its class name. For
   `TakeSavepoint` they surround the call to the driver: before it, the StreamingSavepoint is
   already InProgress; after it, the driver answered but the outcome is not recorded yet.
+- `inside:EnsureDriver/<step>`: between the objects of one attempt, after the control `Secret`, after
+  `pruned` (a later attempt removed the objects of earlier ones) and after each created object by its
+  kind (`ServiceAccount`, `Role`, `RoleBinding`, `ConfigMap`, `Service`, `Pod`).
 
 Owns: parsing the variable and crashing. Never: anything else; unarmed, `hit` is a set lookup.
 """

@@ -218,10 +218,13 @@ class Reconciler:
         )
         # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
         self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
+        failpoints.hit("inside:EnsureDriver/Secret")
         if (attempt.run, attempt.attempt) != (1, 1):
             self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
+            failpoints.hit("inside:EnsureDriver/pruned")
         for obj in manifests.attempt_objects(attempt):
             self.kube.create(obj)
+            failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")  # after the Pod: the same as after:EnsureDriver
 
     def _rescale(self, body: dict[str, Any], action: RescaleInPlace) -> float | None:
         metadata = body["metadata"]
