@@ -31,7 +31,14 @@ def _ignore(status: int, error: ApiException) -> None:
 
 def _json(response: Any) -> Any:
     """Decode a raw (`_preload_content=False`) response: skips the client's slow model deserialization."""
-    return json.loads(response.data)
+    return json.loads(response.data)  # reading the whole body returns the connection to the pool
+
+
+def release(response: Any) -> None:
+    """Finish a raw response whose body is not needed. Until its body is read, urllib3 keeps the connection
+    checked out; dropped unread, the connection is closed, so every call paid a new TLS handshake."""
+    response.drain_conn()
+    response.release_conn()
 
 
 class KubeClient:
@@ -82,20 +89,24 @@ class KubeClient:
 
     def patch_app_spec(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
         """Merge-patch an app's spec (what a person does with kubectl edit)."""
-        self.custom.patch_namespaced_custom_object(
-            models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, {"spec": spec}, _preload_content=False
+        release(
+            self.custom.patch_namespaced_custom_object(
+                models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, {"spec": spec}, _preload_content=False
+            )
         )
 
     def scale_app(self, namespace: str, name: str, replicas: int) -> None:
         """Set the executors through the scale subresource (as kubectl scale, HPA and KEDA do)."""
-        self.custom.patch_namespaced_custom_object_scale(
-            models.GROUP,
-            models.VERSION,
-            namespace,
-            models.APP_PLURAL,
-            name,
-            {"spec": {"replicas": replicas}},
-            _preload_content=False,
+        release(
+            self.custom.patch_namespaced_custom_object_scale(
+                models.GROUP,
+                models.VERSION,
+                namespace,
+                models.APP_PLURAL,
+                name,
+                {"spec": {"replicas": replicas}},
+                _preload_content=False,
+            )
         )
 
     def get_savepoint(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -151,29 +162,35 @@ class KubeClient:
     def create_savepoint(self, namespace: str, body: dict[str, Any]) -> None:
         """Create a StreamingSavepoint; AlreadyExists is fine."""
         try:
-            self.custom.create_namespaced_custom_object(
-                models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, body, _preload_content=False
+            release(
+                self.custom.create_namespaced_custom_object(
+                    models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, body, _preload_content=False
+                )
             )
         except ApiException as error:
             _ignore(HTTP_CONFLICT, error)
 
     def patch_savepoint_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch a StreamingSavepoint's status (the record of its outcome)."""
-        self.custom.patch_namespaced_custom_object_status(
-            models.GROUP,
-            models.VERSION,
-            namespace,
-            models.SAVEPOINT_PLURAL,
-            name,
-            {"status": status},
-            _preload_content=False,
+        release(
+            self.custom.patch_namespaced_custom_object_status(
+                models.GROUP,
+                models.VERSION,
+                namespace,
+                models.SAVEPOINT_PLURAL,
+                name,
+                {"status": status},
+                _preload_content=False,
+            )
         )
 
     def delete_savepoint(self, namespace: str, name: str) -> None:
         """Delete a StreamingSavepoint record."""
         try:
-            self.custom.delete_namespaced_custom_object(
-                models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, _preload_content=False
+            release(
+                self.custom.delete_namespaced_custom_object(
+                    models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, _preload_content=False
+                )
             )
         except ApiException as error:
             _ignore(HTTP_NOT_FOUND, error)
@@ -188,12 +205,14 @@ class KubeClient:
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a pod (background propagation: its executors follow)."""
         try:
-            self.core.delete_namespaced_pod(
-                name,
-                namespace,
-                grace_period_seconds=grace_seconds,
-                propagation_policy="Background",
-                _preload_content=False,
+            release(
+                self.core.delete_namespaced_pod(
+                    name,
+                    namespace,
+                    grace_period_seconds=grace_seconds,
+                    propagation_policy="Background",
+                    _preload_content=False,
+                )
             )
         except ApiException as error:
             _ignore(HTTP_NOT_FOUND, error)
@@ -212,7 +231,7 @@ class KubeClient:
             "RoleBinding": self.rbac.create_namespaced_role_binding,
         }
         try:
-            creators[obj["kind"]](namespace, obj, _preload_content=False)
+            release(creators[obj["kind"]](namespace, obj, _preload_content=False))
         except ApiException as error:
             _ignore(HTTP_CONFLICT, error)
 
@@ -270,4 +289,4 @@ class KubeClient:
             reporting_component=self.component,
             reporting_instance=self.component,
         )
-        self.core.create_namespaced_event(metadata["namespace"], event, _preload_content=False)
+        release(self.core.create_namespaced_event(metadata["namespace"], event, _preload_content=False))

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from headrace.adapters.kube import release
 from headrace.core.election import LeaseRecord
 from headrace.core.timefmt import parse_time
 
@@ -84,8 +85,10 @@ class LeaseClient:
         """Create the Lease holding `record`; False if someone created it first."""
         body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": _spec(record)}
         try:
-            self.coordination.create_namespaced_lease(
-                self.namespace, body, _preload_content=False, _request_timeout=self.timeout_seconds
+            release(
+                self.coordination.create_namespaced_lease(
+                    self.namespace, body, _preload_content=False, _request_timeout=self.timeout_seconds
+                )
             )
         except ApiException as error:
             if error.status == HTTP_CONFLICT:
@@ -100,8 +103,10 @@ class LeaseClient:
             "spec": _spec(record),
         }
         try:
-            self.coordination.replace_namespaced_lease(
-                self.name, self.namespace, body, _preload_content=False, _request_timeout=self.timeout_seconds
+            release(
+                self.coordination.replace_namespaced_lease(
+                    self.name, self.namespace, body, _preload_content=False, _request_timeout=self.timeout_seconds
+                )
             )
         except ApiException as error:
             if error.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
