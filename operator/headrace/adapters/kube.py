@@ -36,8 +36,9 @@ def _json(response: Any) -> Any:
 
 def release(response: Any) -> None:
     """Finish a raw response whose body is not needed. Until its body is read, urllib3 keeps the connection
-    checked out; dropped unread, the connection is closed, so every call paid a new TLS handshake."""
-    response.drain_conn()
+    checked out; dropped unread, the connection is closed, so every call paid a new TLS handshake.
+    Reading it as the client's own preloading does returns the connection (or closes it on a read error)."""
+    response.read()
     response.release_conn()
 
 
