@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 
 from headrace.testbed.kafka import new_cluster_id
 
@@ -11,13 +10,9 @@ _DASH_FIRST = b"\xf8" + bytes(15)  # URL-safe base64 of 0b111110… starts with 
 _PLAIN = bytes(range(16))
 
 
-def _draws(*values: bytes) -> Iterator[bytes]:
-    yield from values
-
-
 def test_an_id_that_would_start_with_a_dash_is_drawn_again() -> None:
     assert base64.urlsafe_b64encode(_DASH_FIRST).decode().startswith("-")
-    draws = _draws(_DASH_FIRST, _DASH_FIRST, _PLAIN)
+    draws = iter((_DASH_FIRST, _DASH_FIRST, _PLAIN))
     assert new_cluster_id(lambda: next(draws)) == base64.urlsafe_b64encode(_PLAIN).decode().rstrip("=")
 
 
