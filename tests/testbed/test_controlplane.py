@@ -325,10 +325,16 @@ def test_apiserver_serves_other_hosts_on_its_advertised_address(tmp_path: Path) 
         with plane.api_client(remote) as as_node:  # TLS verified against the CA, by IP
             assert client.VersionApi(as_node).get_code().git_version == f"v{build.KUBERNETES_VERSION}"
         with plane.api_client() as admin:
-            slices = client.DiscoveryV1Api(admin).list_namespaced_endpoint_slice(
-                "default", label_selector="kubernetes.io/service-name=kubernetes"
-            )
-            addresses = [a for s in slices.items for endpoint in s.endpoints for a in endpoint.addresses]
+            discovery = client.DiscoveryV1Api(admin)
+
+            def published() -> list[str]:
+                slices = discovery.list_namespaced_endpoint_slice(
+                    "default", label_selector="kubernetes.io/service-name=kubernetes"
+                )
+                return [a for s in slices.items for endpoint in s.endpoints or [] for a in endpoint.addresses]
+
+            # The apiserver publishes its own endpoint from a loop that starts after /readyz answers.
+            addresses = eventually(published, timeout_seconds=30, what="the kubernetes Service's EndpointSlice")
             assert addresses == [address]
 
 
