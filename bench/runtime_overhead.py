@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from headrace.testbed import procs
 
 ROWS_PER_BATCH = 200_000
 KEYS = 200_000
@@ -65,12 +66,6 @@ def job(seconds: float, plain_checkpoint: str | None) -> None:
     print("BENCH " + json.dumps({"batches": len(batches), "rows": rows, "rows_per_second": rows / busy if busy else 0}))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def bench_result(output: str) -> dict[str, Any]:
     for line in output.splitlines():
         if line.startswith("BENCH "):
@@ -112,14 +107,14 @@ def savepoint(control_port: int, path: Path) -> dict[str, Any]:
 
 
 def run_under_runtime(workdir: Path, seconds: float) -> dict[str, Any]:
-    control_port = free_port()
+    control_port = procs.free_port()
     env = {
         **os.environ,
         "HEADRACE_CHECKPOINT_DIR": str(workdir / "managed"),
         "HEADRACE_STATE_PARTITIONS": "2",
         "HEADRACE_CONTROL_TOKEN": TOKEN,
         "HEADRACE_CONTROL_PORT": str(control_port),
-        "HEADRACE_METRICS_PORT": str(free_port()),
+        "HEADRACE_METRICS_PORT": str(procs.free_port()),
         "HEADRACE_CONTROL_BIND": "127.0.0.1",
         "HEADRACE_TERMINATION_MESSAGE_PATH": str(workdir / "termination"),
     }

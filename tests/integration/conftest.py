@@ -11,6 +11,8 @@ from kubernetes.client import ApiClient
 from headrace.testbed.controlplane import ControlPlane
 from headrace.testbed.operator_process import OperatorProcess, install_crds
 
+from .kube import watching
+
 
 @pytest.fixture(scope="session")
 def crds(control_plane: ControlPlane) -> None:
@@ -20,9 +22,9 @@ def crds(control_plane: ControlPlane) -> None:
 
 
 @pytest.fixture
-def operator(control_plane: ControlPlane, crds: None, tmp_path: Path) -> Iterator[OperatorProcess]:
-    """The real operator process (python -m headrace) against the control plane; stopped afterwards."""
-    process = OperatorProcess(control_plane.kubeconfig, tmp_path / "operator")
+def operator(control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The real operator process (python -m headrace), watching the test's namespace; stopped afterwards."""
+    process = OperatorProcess(control_plane.kubeconfig, tmp_path / "operator", watching(namespace))
     with process:
         yield process
     print(f"operator log: {process.log_path}")

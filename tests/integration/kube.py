@@ -168,3 +168,12 @@ def events_for(api: ApiClient, namespace: str, name: str) -> list[client.CoreV1E
 def condition(app: dict[str, Any], type_: str) -> dict[str, Any] | None:
     """One condition of an app's status."""
     return next((item for item in app.get("status", {}).get("conditions", []) if item["type"] == type_), None)
+
+
+def watching(namespace: str) -> dict[str, str]:
+    """The environment of an operator that watches only `namespace`.
+
+    Test namespaces are deleted without waiting (nothing finishes their pods' graceful deletion), so an
+    operator watching the whole cluster would act on an earlier test's apps while they are taken apart.
+    """
+    return {"HEADRACE_NAMESPACES": namespace}

@@ -38,6 +38,7 @@ from .kube import (
     patch_spec,
     savepoints,
     wait_for,
+    watching,
 )
 
 APP = "crash"
@@ -129,12 +130,13 @@ class Stopwatch:
 class Operators:
     """Operator processes of one case, each with its own log; all stopped at the end."""
 
-    def __init__(self, control_plane: ControlPlane, workdir: Path, bytecode: Path) -> None:
+    def __init__(self, control_plane: ControlPlane, namespace: str, workdir: Path, bytecode: Path) -> None:
         self.control_plane = control_plane
         self.workdir = workdir
         # Each case starts two or three operators: compiled modules are kept (outside the tree) even where
         # the environment says not to write bytecode, or every start compiles the Kubernetes client again.
-        self.env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(bytecode)}
+        # Each watches only the case's namespace: an armed one must hit its point on this case's app.
+        self.env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(bytecode), **watching(namespace)}
         self.started: list[OperatorProcess] = []
 
     def new(self, label: str, points: tuple[str, ...] = ()) -> OperatorProcess:
@@ -155,9 +157,11 @@ def bytecode(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def operators(control_plane: ControlPlane, crds: None, tmp_path: Path, bytecode: Path) -> Iterator[Operators]:
+def operators(
+    control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path, bytecode: Path
+) -> Iterator[Operators]:
     """Operator processes started by a case; stopped (and their logs named) afterwards."""
-    started = Operators(control_plane, tmp_path, bytecode)
+    started = Operators(control_plane, namespace, tmp_path, bytecode)
     try:
         yield started
     finally:

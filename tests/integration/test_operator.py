@@ -27,6 +27,7 @@ from .kube import (
     set_pod_failed,
     set_pod_running,
     wait_for,
+    watching,
 )
 
 
@@ -93,8 +94,11 @@ def test_failed_driver_is_replaced_after_backoff_with_restart_bookkeeping(
     env = {item.name: item.value for item in second.spec.containers[0].env}
     assert env["HEADRACE_CHECKPOINT_DIR"].endswith("/pay/r1")  # same checkpoint
     assert env["HEADRACE_ATTEMPT"] == "2"
-    reasons = {event.reason for event in events_for(api, namespace, "pay")}
-    assert {"Deploying", "DriverFailed", "Restarting"} <= reasons
+    # Events are posted after the reconcile's actions, so the new pod can be seen before them.
+    wait_for(
+        lambda: {"Deploying", "DriverFailed", "Restarting"} <= {e.reason for e in events_for(api, namespace, "pay")},
+        what="Deploying, DriverFailed and Restarting events",
+    )
     assert len(live_driver_pods(api, namespace, "pay")) == 1
     # the old attempt's pod went first; its config map and service were pruned
     wait_for(lambda: [p.metadata.name for p in driver_pods(api, namespace, "pay")] == ["pay-r1-a2-driver"])
@@ -165,7 +169,7 @@ def test_operator_killed_after_recording_intent_finishes_with_exactly_one_driver
     client.CustomObjectsApi(api).replace_namespaced_custom_object_status(
         models.GROUP, models.VERSION, namespace, models.APP_PLURAL, "wal", body
     )
-    with OperatorProcess(control_plane.kubeconfig, tmp_path / "op"):
+    with OperatorProcess(control_plane.kubeconfig, tmp_path / "op", watching(namespace)):
         wait_for(lambda: driver_pods(api, namespace, "wal"), what="driver after restart")
         time.sleep(2)
         assert [pod.metadata.name for pod in driver_pods(api, namespace, "wal")] == ["wal-r1-a1-driver"]
@@ -180,7 +184,7 @@ def test_operator_killed_repeatedly_never_runs_two_drivers(
     tmp_path,
 ) -> None:
     """SIGKILL the operator again and again while drivers fail and restart: never two live drivers."""
-    operator = OperatorProcess(control_plane.kubeconfig, tmp_path / "op")
+    operator = OperatorProcess(control_plane.kubeconfig, tmp_path / "op", watching(namespace))
     manifest = app_manifest(
         "chaos", restartPolicy={"backoff": {"initialSeconds": 0.1, "maxSeconds": 0.5}, "maxRestartsInWindow": 50}
     )
@@ -237,8 +241,12 @@ def test_operator_owned_spark_conf_is_refused_and_update_keeps_driver(
     status = wait_for(lambda: (s := _status(api, namespace, "bad")).get("phase") == "Failed" and s, what="Failed")
     assert 'spec.sparkConf["spark.master"]' in status["error"]
     assert driver_pods(api, namespace, "bad") == []
-    events = events_for(api, namespace, "bad")
-    assert any(event.reason == "InvalidSpec" and "spark.master" in event.message for event in events)
+
+    # The event is posted after the status is written: wait for it too.
+    def refused() -> bool:
+        return any(e.reason == "InvalidSpec" and "spark.master" in e.message for e in events_for(api, namespace, "bad"))
+
+    wait_for(refused, what="an InvalidSpec event naming spark.master")
 
     create_app(api, namespace, app_manifest("good"))
     pod = wait_for(lambda: driver_pods(api, namespace, "good"))[0]

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from headrace.api import runtime_contract as contract
+from headrace.testbed import procs
 
 JOB = Path(__file__).parent / "jobs" / "windowed_counts.py"
 BASE_TIME = 1_700_000_000
@@ -62,12 +62,6 @@ def expected_counts(files: int, events_per_file: int) -> Counter[tuple[float, st
     return counts
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def commits(checkpoint: Path) -> list[int]:
     directory = checkpoint / "commits"
     if not directory.is_dir():
@@ -85,8 +79,8 @@ class RuntimeProcess:
     name: str = "run"
     script: Path = JOB
     process: subprocess.Popen[bytes] | None = None
-    control_port: int = field(default_factory=free_port)
-    metrics_port: int = field(default_factory=free_port)
+    control_port: int = field(default_factory=procs.free_port)
+    metrics_port: int = field(default_factory=procs.free_port)
 
     @property
     def log_path(self) -> Path:

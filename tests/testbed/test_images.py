@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 import pytest
 
 from headrace.api import runtime_contract
-from headrace.testbed import images, kafka
+from headrace.testbed import images, kafka, procs
 
 ROOT = Path(__file__).resolve().parents[2]
 # One containerd namespace per session; runc names its cgroups after it.
@@ -389,14 +389,6 @@ spark.stop()
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _spawn(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log.open("wb") as output:
         return subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -443,9 +435,9 @@ def test_spark_image_executor_serves_a_real_driver(containerd: Containerd, spark
     from pyspark.find_spark_home import _find_spark_home
 
     spark_home = _find_spark_home()
-    master_port, driver_port = _free_port(), _free_port()
+    master_port, driver_port = procs.free_port(), procs.free_port()
     master_command = [f"{spark_home}/bin/spark-class", "org.apache.spark.deploy.master.Master"]
-    master_command += ["--host", "127.0.0.1", "--port", str(master_port), "--webui-port", str(_free_port())]
+    master_command += ["--host", "127.0.0.1", "--port", str(master_port), "--webui-port", str(procs.free_port())]
     master = _spawn(master_command, tmp_path / "master.log")
     driver_script = tmp_path / "driver.py"
     driver_script.write_text(_DRIVER)

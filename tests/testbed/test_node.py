@@ -399,8 +399,11 @@ def test_pod_reaches_the_apiserver_through_the_kubernetes_service(running: Runni
 @pytest.mark.e2e
 def test_deleting_a_pod_removes_its_containers_and_network(running: RunningNode, namespace: str) -> None:
     core = client.CoreV1Api(running.api)
+    earlier_ports = set(bridge_ports(running.node.network.bridge))
     pod = _run_pod(running.api, namespace, _pod("doomed", PAUSE_IMAGE, restart="Always"), {"Running"})
-    sandbox_ports_before = set(bridge_ports(running.node.network.bridge))
+    doomed_ports = set(bridge_ports(running.node.network.bridge)) - earlier_ports  # (earlier pods only leave)
+    assert doomed_ports, "the pod's sandbox added no port to the bridge"
+    container = pod.status.container_statuses[0].container_id.removeprefix("containerd://")
     core.delete_namespaced_pod("doomed", namespace, grace_period_seconds=0)
 
     def gone() -> bool:
@@ -410,15 +413,19 @@ def test_deleting_a_pod_removes_its_containers_and_network(running: RunningNode,
             return error.status == 404
         return False
 
+    def task_gone() -> bool:
+        tasks = subprocess.run(
+            ["ctr", "-n", "k8s.io", "-a", str(running.node.containerd_socket), "tasks", "ls"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return container not in tasks
+
+    # With no grace period the API object goes at once; the kubelet tears the pod down after.
     _wait_for(gone, what="pod deletion")
-    _wait_for(lambda: set(bridge_ports(running.node.network.bridge)) < sandbox_ports_before, what="veth removal")
-    tasks = subprocess.run(
-        ["ctr", "-n", "k8s.io", "-a", str(running.node.containerd_socket), "tasks", "ls"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert pod.status.container_statuses[0].container_id.removeprefix("containerd://") not in tasks
+    _wait_for(lambda: not doomed_ports & set(bridge_ports(running.node.network.bridge)), what="veth removal")
+    _wait_for(task_gone, what="the container's task to end")
 
 
 @pytest.mark.e2e

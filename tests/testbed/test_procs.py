@@ -90,3 +90,33 @@ def test_waiting_returns_once_healthy(tmp_path: Path) -> None:
     finally:
         procs.stop(process)
     assert procs.rss_bytes(process.pid) == 0
+
+
+def test_free_port_never_hands_out_a_recent_port_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel may offer the port it just offered (its probe socket is closed); make it do so every time.
+    offers = iter([40001, 40001, 40001, 40003])
+
+    class Probe:
+        def __enter__(self) -> Probe:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            self.port = 0
+
+        def bind(self, address: tuple[str, int]) -> None:
+            self.port = next(offers)
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(procs.socket, "socket", lambda *_: Probe())
+    monkeypatch.setattr(procs, "_HANDED_OUT", procs.collections.deque(maxlen=256))
+    assert [procs.free_port(), procs.free_port()] == [40001, 40003]
+
+
+def test_free_port_binds_for_real() -> None:
+    ports = {procs.free_port() for _ in range(20)}
+    assert len(ports) == 20
+    for port in ports:
+        with procs.socket.socket() as server:
+            server.bind(("127.0.0.1", port))

@@ -128,7 +128,7 @@ class Clock:
         return self.now
 
 
-RETRY, DEADLINE = 0.02, 0.3
+RETRY, DEADLINE = 0.05, 1.5  # generous: a loaded 2-core machine can stall a thread for a few hundred ms
 
 
 def elector(leases: FakeLeases, clock: Clock, exits: list[int], identity: str = ME) -> LeaderElector:

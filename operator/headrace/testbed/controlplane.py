@@ -323,16 +323,8 @@ def _tls_context(ca_cert: Path, client: tuple[Path, Path] | None = None) -> ssl.
 
 
 def _pick_ports(bind_address: str) -> Ports:
-    chosen: set[int] = set()
-
-    def pick(host: str) -> int:
-        port = procs.free_port(host)
-        while port in chosen:
-            port = procs.free_port(host)
-        chosen.add(port)
-        return port
-
-    return Ports(pick("127.0.0.1"), pick("127.0.0.1"), pick(bind_address), pick("127.0.0.1"), pick("127.0.0.1"))
+    free = procs.free_port
+    return Ports(free(), free(), free(bind_address), free(), free())
 
 
 def _issue_credentials(pki: ClusterPKI, sans: tuple[list[str], list[str]]) -> Credentials:
