@@ -2,7 +2,9 @@
 
 Prints, for each N: p50/p99/max latency from the app's create call returning to the driver pod being
 seen through a watch, the operator's CPU seconds and peak RSS over the run, and the baseline RSS of
-the idle operator measured in the same run. Run: `uv run python bench/operator_scale.py [N ...]`.
+the idle operator measured in the same run; then the API requests per app, by verb and resource, that
+the API server counted (its `apiserver_request_total`) for the kinds only the operator writes or reads
+this way. Run: `uv run python bench/operator_scale.py [N ...]`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, watch
+from prometheus_client.parser import text_string_to_metric_families
 
 from headrace.api import models, names
 from headrace.testbed import procs
@@ -36,6 +40,9 @@ def _manifest(name: str) -> dict[str, object]:
     }
 
 
+SETTLE_SECONDS = 5.0
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime in clock ticks
@@ -52,12 +59,51 @@ class _Sampler(threading.Thread):
             time.sleep(0.1)
 
 
+# (group, resource, subresource) the operator reads or writes per app. Left out: the bench's own creates of
+# StreamingApps, the scheduler's pod status writes and events (events.k8s.io), and every WATCH.
+_OPERATOR_REQUESTS = {
+    ("headrace.dev", "streamingapps", ""): ("GET", "LIST", "PUT", "PATCH"),
+    ("headrace.dev", "streamingapps", "status"): ("GET", "PUT", "PATCH"),
+    ("headrace.dev", "streamingsavepoints", ""): ("GET", "LIST", "POST", "PUT", "PATCH", "DELETE"),
+    ("", "pods", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("", "configmaps", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("", "services", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("", "serviceaccounts", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("", "secrets", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("", "events", ""): ("POST", "PATCH"),
+    ("rbac.authorization.k8s.io", "roles", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("rbac.authorization.k8s.io", "rolebindings", ""): ("GET", "LIST", "POST", "DELETE"),
+}
+
+
+def _request_counts(api: client.ApiClient) -> dict[str, float]:
+    """The API server's request counters for `_OPERATOR_REQUESTS`, as "VERB resource[/sub]" -> count."""
+    response = api.call_api(*api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"]))
+    response.read()
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(response.data.decode()):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            kind = (labels.get("group", ""), labels.get("resource", ""), labels.get("subresource", ""))
+            if sample.name.endswith("_total") and labels.get("verb") in _OPERATOR_REQUESTS.get(kind, ()):
+                key = f"{labels['verb']} {kind[1]}{'/' + kind[2] if kind[2] else ''}"
+                counts[key] = counts.get(key, 0.0) + sample.value
+    return counts
+
+
+def _per_app(before: dict[str, float], after: dict[str, float], apps: int) -> dict[str, float]:
+    delta = {key: (after[key] - before.get(key, 0.0)) / apps for key in after}
+    return {key: value for key, value in sorted(delta.items()) if value > 0}
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:
+def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
     """One round: a fresh operator, a fresh namespace, `count` apps."""
     with plane.api_client() as api:
         namespace = create_namespace(api)
@@ -87,6 +133,7 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:
             sampler.start()
             created: dict[str, float] = {}
             custom = client.CustomObjectsApi(api)
+            requests_before = _request_counts(api)
 
             def create(index: int) -> None:
                 name = f"app-{index:04d}"
@@ -103,9 +150,11 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:
             while len(seen) < count and time.monotonic() < deadline:
                 time.sleep(0.2)
             done.set()
+            time.sleep(SETTLE_SECONDS)  # the reconciles a driver's creation sets off (status, events) finish
             sampler.stopped.set()
             sampler.join()
             cpu = _cpu_seconds(pid) - cpu_before
+            requests = _per_app(requests_before, _request_counts(api), count)
         latencies = [seen[name] - created[name] for name in created if name in seen]
         return {
             "apps": count,
@@ -117,6 +166,7 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, float]:
             "operator_cpu_s": cpu,
             "operator_idle_rss_mb": idle_rss / 2**20,
             "operator_peak_rss_mb": sampler.peak / 2**20,
+            "requests_per_app": requests,
         }
 
 
@@ -140,6 +190,9 @@ def main() -> None:
                     f"{result['operator_idle_rss_mb']:.0f} MB, peak {result['operator_peak_rss_mb']:.0f} MB",
                     flush=True,
                 )
+                requests = result["requests_per_app"]
+                listed = ", ".join(f"{key} {value:.2f}" for key, value in requests.items())
+                print(f"  API requests per app: {sum(requests.values()):.1f} ({listed})", flush=True)
 
 
 if __name__ == "__main__":

@@ -64,10 +64,17 @@ def sink_rows(spark: Any, output: Path) -> list[tuple[float, str, int]]:
 
 
 def sink_rows_up_to(spark: Any, output: Path, batch: int) -> list[tuple[float, str, int]]:
-    """Rows the sink committed in batches 0..batch, through its ``_spark_metadata`` log entries."""
-    files = []
+    """Rows the sink committed in batches 0..batch, through its ``_spark_metadata`` log entries.
+
+    Every tenth entry (9, 19, ...) is written compacted, as ``<n>.compact``: it lists the files of every
+    batch up to n, so it replaces what was read before it."""
+    log = output / "_spark_metadata"
+    files: list[str] = []
     for entry in range(batch + 1):
-        lines = (output / "_spark_metadata" / str(entry)).read_text().splitlines()[1:]
+        compacted = log / f"{entry}.compact"
+        if compacted.exists():
+            files = []
+        lines = (compacted if compacted.exists() else log / str(entry)).read_text().splitlines()[1:]
         files += [json.loads(line)["path"] for line in lines if line.strip()]
     if not files:
         return []
