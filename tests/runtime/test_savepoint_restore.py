@@ -26,7 +26,8 @@ from .harness import TOKEN, RuntimeProcess, commits, expected_counts, write_even
 
 pytestmark = pytest.mark.spark
 
-FILES, EVENTS_PER_FILE = 24, 30
+# One file per batch. The restored run needs savepoint A's batch + 4 within the input; A falls near batch 10.
+FILES, EVENTS_PER_FILE = 30, 30
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"  # a standalone master with two workers: executors can change
 
 
