@@ -7,12 +7,15 @@ suite runs real pods).
 from __future__ import annotations
 
 import json
+import socket
 import time
+from pathlib import Path
 
 from kubernetes import client
 from kubernetes.client import ApiClient
 
 from headrace.api import models, names
+from headrace.testbed.controlplane import ControlPlane
 from headrace.testbed.operator_process import OperatorProcess
 
 from .kube import (
@@ -281,3 +284,19 @@ def test_operator_metrics_count_from_zero(operator: OperatorProcess, api: ApiCli
         assert series in text
     create_app(api, namespace, app_manifest("counted"))
     wait_for(lambda: 'headrace_apps{phase="Deploying"} 1.0' in operator.metrics(), what="apps gauge")
+
+
+def test_operator_process_starts_again_when_its_port_was_taken(
+    control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    """Another process binds the metrics port between the probe and the operator's bind: new ports, one retry."""
+    operator = OperatorProcess(control_plane.kubeconfig, tmp_path / "op", watching(namespace))
+    taken = operator.metrics_port
+    with socket.socket() as squatter:
+        squatter.bind(("0.0.0.0", taken))  # noqa: S104 - where the operator binds its metrics server
+        squatter.listen()
+        with operator:
+            assert operator.starts == 2
+            assert operator.metrics_port != taken
+            assert "headrace_reconciles_total" in operator.metrics()
+    assert "Address already in use" in operator.log_path.read_text()

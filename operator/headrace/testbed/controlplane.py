@@ -345,10 +345,6 @@ def _issue_credentials(pki: ClusterPKI, sans: tuple[list[str], list[str]]) -> Cr
     )
 
 
-def _bind_conflict(error: procs.ProcessFailedError) -> bool:
-    return "address already in use" in str(error)
-
-
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
@@ -574,7 +570,7 @@ class ControlPlane:
                 return
             except procs.ProcessFailedError as error:
                 self._stop_processes(running)
-                if attempt == START_ATTEMPTS or not _bind_conflict(error):
+                if attempt == START_ATTEMPTS or not procs.bind_conflict(str(error)):
                     raise ControlPlaneError(str(error)) from error
                 _remove_tree(self.layout.etcd_data)
 

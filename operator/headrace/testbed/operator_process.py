@@ -22,6 +22,7 @@ from headrace.api import crd
 from headrace.testbed import procs
 
 START_TIMEOUT_SECONDS = 60.0
+START_ATTEMPTS = 3
 HTTP_CONFLICT = 409
 
 
@@ -75,7 +76,29 @@ class OperatorProcess:
         return self.workdir / "operator.log"
 
     def start(self) -> OperatorProcess:
-        """Start it and wait until its health endpoint answers."""
+        """Start it and wait until its health endpoint answers.
+
+        If its metrics or health port was taken between `free_port`'s probe and the operator's bind, it
+        starts again on new ports (only then: any other exit, a failpoint's included, is raised)."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            logged = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                return self._start_once()
+            except procs.ProcessFailedError:
+                if attempt == START_ATTEMPTS or not self._lost_a_port(logged):
+                    raise
+            self.metrics_port, self.health_port = procs.free_port(), procs.free_port()
+        raise AssertionError("unreachable")
+
+    def _lost_a_port(self, logged: int) -> bool:
+        """True if the process exited with a bind conflict written after the log's first `logged` bytes."""
+        if self.process is None or self.process.alive():
+            return False
+        with self.log_path.open("rb") as log:
+            log.seek(logged)
+            return procs.bind_conflict(log.read().decode(errors="replace"))
+
+    def _start_once(self) -> OperatorProcess:
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),

@@ -148,6 +148,12 @@ def free_port(host: str = "127.0.0.1") -> int:
                 return port
 
 
+def bind_conflict(log_text: str) -> bool:
+    """True if a log (or an error carrying its tail) says a port was taken: another process bound a port
+    `free_port` had offered, between the probe and the bind. Go and Python word it differently."""
+    return "address already in use" in log_text.lower()
+
+
 def pid_exists(pid: int) -> bool:
     """True if a process (not a reaped zombie) with this id exists."""
     try:
