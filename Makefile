@@ -28,10 +28,10 @@ test: lint
 	$(UV) run pytest
 
 quickstart: setup
-	$(UV) run headrace dev quickstart
+	$(UV) run python -m testbed quickstart
 
 down: setup
-	$(UV) run headrace dev cluster down
+	$(UV) run python -m testbed cluster down
 
 bench: setup
 	$(UV) run python bench/operator_scale.py

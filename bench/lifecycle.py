@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from headrace.api import names
-from headrace.testbed import scenario
-from headrace.testbed.environment import Environment, deployed_example, environment
+from testbed import scenario
+from testbed.environment import Environment, deployed_example, environment
 
 
 def _first_commit_of_new_driver(app: scenario.AppHandle, moment: float, old_driver: str, timeout: float = 900) -> float:

@@ -22,9 +22,9 @@ from kubernetes import client, watch
 from prometheus_client.parser import text_string_to_metric_families
 
 from headrace.api import models, names
-from headrace.testbed import procs
-from headrace.testbed.controlplane import ControlPlane, create_namespace, ensure_control_plane_binaries
-from headrace.testbed.operator_process import OperatorProcess, install_crds
+from testbed import procs
+from testbed.controlplane import ControlPlane, create_namespace, ensure_control_plane_binaries
+from testbed.operator_process import OperatorProcess, install_crds
 
 
 def _manifest(name: str) -> dict[str, object]:

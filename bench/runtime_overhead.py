@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from headrace.testbed import procs
+from testbed import procs
 
 ROWS_PER_BATCH = 200_000
 KEYS = 200_000

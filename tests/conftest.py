@@ -1,7 +1,7 @@
 """Shared fixtures: a real control plane (etcd + kube-apiserver + controller-manager + scheduler) per test
 session, an API client for it, and a throw-away namespace per test.
 
-The logic lives in `headrace.testbed.controlplane`; this file only wires it into pytest. Tests that use
+The logic lives in `testbed.controlplane`; this file only wires it into pytest. Tests that use
 `control_plane` (directly or through `kube_api`/`namespace`) are marked `apiserver` automatically; the
 markers themselves are declared in pyproject.toml.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import ApiClient
 
-from headrace.testbed.controlplane import (
+from testbed.controlplane import (
     ControlPlane,
     create_namespace,
     delete_namespace,

@@ -1,4 +1,4 @@
-"""The `headrace` command: run the operator, generate CRDs, and run the local development cluster."""
+"""The `headrace` command: run the operator, generate CRDs, and operate apps (status, savepoint, rescale...)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from pathlib import Path
 from headrace import cli_apps
 from headrace.api import crd
 
-
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+# Relative to the working directory: run `headrace crds` from a checkout (the Makefile does).
+DEFAULT_CRD_DIRECTORIES = (Path("crds"), Path("charts/headrace/crds"))
 
 
 def _crds(args: argparse.Namespace) -> int:
-    directories = [Path(item) for item in args.output or [_repo_root() / "crds", _repo_root() / "charts/headrace/crds"]]
+    directories = [Path(item) for item in args.output or DEFAULT_CRD_DIRECTORIES]
     if args.check:
         stale = [
             str(directory / name)
@@ -29,8 +28,10 @@ def _crds(args: argparse.Namespace) -> int:
             return 1
         return 0
     for directory in directories:
-        for path in crd.write_crds(directory):
-            print(path)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, manifest in crd.all_crds().items():
+            (directory / name).write_text(crd.render_yaml(manifest))
+            print(directory / name)
     return 0
 
 
@@ -80,21 +81,6 @@ def _operator(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dev(args: argparse.Namespace) -> int:
-    if args.what == "apiserver":
-        from headrace.testbed import controlplane
-
-        return int(controlplane.main(args.rest) or 0)
-    if args.what == "quickstart":
-        from headrace.testbed import quickstart
-
-        return int(quickstart.main(args.rest) or 0)
-    import importlib
-
-    cluster = importlib.import_module("headrace.testbed.cluster")
-    return int(cluster.main(args.rest) or 0)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `headrace` command."""
     parser = argparse.ArgumentParser(prog="headrace", description="Stateful stream processing on Spark, on Kubernetes.")
@@ -107,10 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     crds.add_argument("--check", action="store_true", help="fail if the files differ from the models")
     crds.set_defaults(func=_crds)
     cli_apps.add_commands(commands)
-    dev = commands.add_parser("dev", help="local development cluster built from source")
-    dev.add_argument("what", choices=["apiserver", "cluster", "quickstart"])
-    dev.add_argument("rest", nargs=argparse.REMAINDER)
-    dev.set_defaults(func=_dev)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from apps.common.generate import write_batches
 from pyspark.sql import SparkSession
+
+from apps.common.generate import write_batches
 from tests.apps.support import group_state, load_transforms, run_app
 
 T = load_transforms("fraud-detection")

@@ -6,8 +6,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from apps.common.generate import write_batches
 from pyspark.sql import SparkSession
+
+from apps.common.generate import write_batches
 from tests.apps.support import load_transforms, run_app
 
 pytestmark = pytest.mark.spark

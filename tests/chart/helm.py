@@ -1,4 +1,4 @@
-"""Run the real helm (built from source by `headrace.testbed.build.ensure_helm`) on the chart."""
+"""Run the real helm (built from source by `testbed.build.ensure_helm`) on the chart."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from headrace.api.models import StreamingAppSpec
 from headrace.render.manifests import Attempt
-from headrace.testbed.build import cache_root, ensure_helm
+from testbed.build import cache_root, ensure_helm
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "headrace"
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"

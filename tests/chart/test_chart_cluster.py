@@ -18,14 +18,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from headrace.api import models, names
-from headrace.testbed.controlplane import (
+from testbed.controlplane import (
     ControlPlane,
     create_namespace,
     delete_namespace,
     kubeconfig_document,
     write_kubeconfig,
 )
-from headrace.testbed.operator_process import OperatorProcess, install_crds
+from testbed.operator_process import OperatorProcess, install_crds
 
 from .helm import CHART, by_kind, operator_environ, prometheus_operator_crds, render
 from .operator_needs import (

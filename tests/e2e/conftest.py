@@ -1,6 +1,6 @@
 """End-to-end fixtures: a real single-node cluster (built here), the project's images, the Helm chart.
 
-By default the session starts its own cluster (`headrace.testbed.cluster.Cluster`: etcd,
+By default the session starts its own cluster (`testbed.cluster.Cluster`: etcd,
 kube-apiserver, controller-manager, scheduler, containerd + runc, bridge CNI, kubelet, kube-proxy),
 imports the images built from the Dockerfile, and installs the operator with Helm. To target another
 cluster, set HEADRACE_E2E_KUBECONFIG (the images must already be there) and HEADRACE_E2E_DATA_DIR (a
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from headrace.testbed.environment import Environment, environment
+from testbed.environment import Environment, environment
 
 E2E = Environment
 

@@ -10,7 +10,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from headrace.testbed.scenario import OPERATOR_NAMESPACE
+from testbed.scenario import OPERATOR_NAMESPACE
 
 RELEASE = "headrace"  # Environment.install_operator's release; its full name is the Deployment's and the Lease's
 SELECTOR = f"app.kubernetes.io/name=headrace,app.kubernetes.io/instance={RELEASE}"

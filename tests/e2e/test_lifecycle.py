@@ -20,8 +20,8 @@ import pytest
 from kubernetes import client
 
 from headrace.api import models, names
-from headrace.testbed import scenario
-from headrace.testbed.environment import deployed_example
+from testbed import scenario
+from testbed.environment import deployed_example
 
 from .conftest import E2E
 from .sink import read_tumbling

@@ -20,8 +20,8 @@ from headrace.controller.metrics import PHASES, RESTART_REASONS, RESULTS, SAVEPO
 from headrace.core.timefmt import parse_time
 from headrace.core.transitions import TRANSITIONS
 from headrace.runtime import metrics as runtime_metrics
-from headrace.testbed import scenario
-from headrace.testbed.environment import deployed_example
+from testbed import scenario
+from testbed.environment import deployed_example
 
 from .conftest import E2E
 from .operator_pods import Samples, container_port, leader_pod, scrape
@@ -31,7 +31,7 @@ METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 FILES = 3
 # Documented as "where the source reports it": the file source has no backlog to report.
 NOT_FROM_A_FILE_SOURCE = {"headrace_query_source_backlog_records"}
-WATERMARK_DELAY = 30.0  # the example's `--watermark 30 seconds` (headrace.testbed.scenario)
+WATERMARK_DELAY = 30.0  # the example's `--watermark 30 seconds` (testbed.scenario)
 RECENT_SECONDS = 600.0  # the last batch ran within this long before the scrape
 CLOCK_SLACK = 2.0  # the operator's and this process's clocks (one machine) and sub-second rounding
 

@@ -19,9 +19,9 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import names
-from headrace.testbed import scenario
-from headrace.testbed.environment import deployed_example
-from headrace.testbed.scenario import OPERATOR_NAMESPACE
+from testbed import scenario
+from testbed.environment import deployed_example
+from testbed.scenario import OPERATOR_NAMESPACE
 
 from .conftest import E2E
 from .operator_pods import lease_holder, operator_env, operator_pods

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from headrace.api import names
-from headrace.testbed import scenario
-from headrace.testbed.environment import deployed_example
+from testbed import scenario
+from testbed.environment import deployed_example
 
 from .conftest import E2E
 from .sink import read_tumbling

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient
 
-from headrace.testbed.controlplane import ControlPlane
-from headrace.testbed.operator_process import OperatorProcess, install_crds
+from testbed.controlplane import ControlPlane
+from testbed.operator_process import OperatorProcess, install_crds
 
 from .kube import watching
 

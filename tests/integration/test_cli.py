@@ -9,8 +9,8 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from headrace.api import models
-from headrace.testbed.controlplane import ControlPlane
-from headrace.testbed.operator_process import OperatorProcess
+from testbed.controlplane import ControlPlane
+from testbed.operator_process import OperatorProcess
 
 from .kube import app_manifest, create_app, driver_pods, get_app, set_pod_running, wait_for
 

@@ -23,9 +23,9 @@ from kubernetes.client import ApiClient
 from headrace.api import runtime_contract as contract
 from headrace.controller.failpoints import ENV, FAILPOINT_EXIT_CODE
 from headrace.core.savepoints import INTERRUPTED
-from headrace.testbed.controlplane import ControlPlane
-from headrace.testbed.operator_process import OperatorProcess
-from headrace.testbed.procs import ProcessFailedError
+from testbed.controlplane import ControlPlane
+from testbed.operator_process import OperatorProcess
+from testbed.procs import ProcessFailedError
 
 from .driver_standin import Kubelet
 from .kube import (

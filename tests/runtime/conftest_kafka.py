@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from headrace.testbed.kafka import KafkaBroker, spark_kafka_jars
+from testbed.kafka import KafkaBroker, spark_kafka_jars
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from headrace.api import runtime_contract as contract
-from headrace.testbed import procs
+from testbed import procs
 
 JOB = Path(__file__).parent / "jobs" / "windowed_counts.py"
 BASE_TIME = 1_700_000_000

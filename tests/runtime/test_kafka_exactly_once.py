@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from headrace.api import runtime_contract as contract
-from headrace.testbed import procs
-from headrace.testbed.kafka import KafkaBroker
+from testbed import procs
+from testbed.kafka import KafkaBroker
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

@@ -1,5 +1,5 @@
 """The testbed cluster: the ``up`` decision table, the state file, and (marked e2e) a real cluster through
-the `Cluster` context manager and through the detached ``python -m headrace.testbed.cluster up|down`` commands.
+the `Cluster` context manager and through the detached ``python -m testbed.cluster up|down`` commands.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from headrace.testbed import build, procs
-from headrace.testbed.cluster import Cluster, ClusterState, cluster_home, kubeconfig_path, up_action
-from headrace.testbed.node import NODE_PROGRAMS, NodeLayout, NodeNetwork, link_exists, mounts_under, node_leftovers
-from headrace.testbed.pause import PAUSE_IMAGE, pause_image
+from testbed import REPOSITORY, build, procs
+from testbed.cluster import Cluster, ClusterState, cluster_home, kubeconfig_path, up_action
+from testbed.node import NODE_PROGRAMS, NodeLayout, NodeNetwork, link_exists, mounts_under, node_leftovers
+from testbed.pause import PAUSE_IMAGE, pause_image
 
 READY = ClusterState(supervisor_pid=10, workdir="/w", ready=True, kubeconfig="/k", up_seconds=12.5)
 STARTING = ClusterState(supervisor_pid=10, workdir="/w")
@@ -75,8 +75,8 @@ def test_cluster_context_manager_brings_a_ready_node_and_removes_everything(tmp_
 
 
 def _cluster_command(*arguments: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "headrace.testbed.cluster", *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    command = [sys.executable, "-m", "testbed.cluster", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, cwd=REPOSITORY)
 
 
 @pytest.fixture

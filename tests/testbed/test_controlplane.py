@@ -23,8 +23,8 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from headrace.testbed import build, procs
-from headrace.testbed.controlplane import (
+from testbed import REPOSITORY, build, procs
+from testbed.controlplane import (
     COMPONENTS,
     ControlPlane,
     ControlPlaneError,
@@ -350,8 +350,8 @@ def _read_until_export(output: IO[str]) -> list[str]:
 def test_command_line_runs_until_sigterm(tmp_path: Path) -> None:
     ensure_control_plane_binaries()
     workdir = tmp_path / "cli"
-    command = [sys.executable, "-m", "headrace.testbed.controlplane", "--workdir", str(workdir), "--no-scheduler"]
-    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [sys.executable, "-m", "testbed.controlplane", "--workdir", str(workdir), "--no-scheduler"]
+    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPOSITORY)
     try:
         assert runner.stdout is not None
         lines = _read_until_export(runner.stdout)

@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 import pytest
 
 from headrace.api import runtime_contract
-from headrace.testbed import images, kafka, procs
+from testbed import images, kafka, procs
 
 ROOT = Path(__file__).resolve().parents[2]
 # One containerd namespace per session; runc names its cgroups after it.

@@ -22,9 +22,9 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from headrace.testbed import build
-from headrace.testbed.controlplane import ControlPlane, create_namespace, delete_namespace
-from headrace.testbed.node import (
+from testbed import build
+from testbed.controlplane import ControlPlane, create_namespace, delete_namespace
+from testbed.node import (
     NODE_PROGRAMS,
     Node,
     NodeError,
@@ -43,8 +43,8 @@ from headrace.testbed.node import (
     owned_processes,
     stale_image_ids,
 )
-from headrace.testbed.pause import PAUSE_IMAGE, static_c_image
-from headrace.testbed.pause.image import ImageFile, oci_archive
+from testbed.pause import PAUSE_IMAGE, static_c_image
+from testbed.pause.image import ImageFile, oci_archive
 
 # --------------------------------------------------------------------------------------------------
 # Pure parts.

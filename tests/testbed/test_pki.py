@@ -15,13 +15,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from headrace.testbed.controlplane import (
+from testbed.controlplane import (
     APISERVER_DNS_NAMES,
     apiserver_subject_alternative_names,
     host_for_clients,
     https_url,
 )
-from headrace.testbed.pki import ClusterPKI, file_stem
+from testbed.pki import ClusterPKI, file_stem
 
 
 @pytest.fixture

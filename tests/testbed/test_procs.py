@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from headrace.testbed import procs
+from testbed import procs
 
 
 def _wait_gone(pid: int, timeout_seconds: float = 10.0) -> bool:
@@ -44,7 +44,7 @@ def test_stop_kills_the_whole_group_even_when_sigterm_is_ignored(tmp_path: Path)
 
 def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
     code = (
-        "import sys, time; from pathlib import Path; from headrace.testbed import procs;"
+        "import sys, time; from pathlib import Path; from testbed import procs;"
         f"p = procs.spawn('sleeper', ['sleep', '300'], Path({str(tmp_path / 'sleeper.log')!r}));"
         "print(p.pid, flush=True); time.sleep(300)"
     )

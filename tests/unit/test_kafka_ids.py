@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from headrace.testbed.kafka import new_cluster_id
+from testbed.kafka import new_cluster_id
 
 _DASH_FIRST = b"\xf8" + bytes(15)  # URL-safe base64 of 0b111110… starts with "-"
 _PLAIN = bytes(range(16))

@@ -23,12 +23,13 @@ import yaml
 from kubernetes import client
 
 from headrace.api import models, names
+from testbed import REPOSITORY
 
 APP = "windowed-counts"
 BASE = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 EVENTS_PER_FILE = 120
 PAGES = ("/", "/pricing", "/docs/start", "/blog/launch", "/signup")
-REPOSITORY = Path(__file__).resolve().parents[3]
+
 OPERATOR_NAMESPACE = "headrace-system"
 T = TypeVar("T")
 

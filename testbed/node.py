@@ -36,9 +36,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Protocol
 
-from headrace.testbed import build, procs
-from headrace.testbed.controlplane import http_ok
-from headrace.testbed.pause import PAUSE_IMAGE, pause_image
+from testbed import build, procs
+from testbed.controlplane import http_ok
+from testbed.pause import PAUSE_IMAGE, pause_image
 
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
@@ -61,7 +61,7 @@ class NodeError(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------------
-# What the node needs from the control plane (headrace.testbed.controlplane.ControlPlane has it).
+# What the node needs from the control plane (testbed.controlplane.ControlPlane has it).
 # ------------------------------------------------------------------------------------------------
 
 
@@ -827,7 +827,7 @@ def _acquire_machine_lock() -> IO[str]:
         handle.close()
         raise NodeError(
             f"another headrace node runs on this machine ({path} is held: {holder}); stop it first "
-            "(`python -m headrace.testbed.cluster down`)"
+            "(`python -m testbed.cluster down`)"
         ) from None
     handle.seek(0)
     handle.truncate()

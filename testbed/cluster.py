@@ -2,7 +2,7 @@
 
 Owns: composing `ControlPlane` and `Node` in the right order (the apiserver listens on every
 address and advertises the bridge gateway, so pods reach it through the ``kubernetes`` Service),
-the `Cluster` context manager for tests, and ``python -m headrace.testbed.cluster up|down|status|import``
+the `Cluster` context manager for tests, and ``python -m testbed.cluster up|down|status|import``
 commands: ``up`` starts a detached supervisor that keeps the cluster running after the command
 returns, writes the admin kubeconfig to a fixed place and prints ``export KUBECONFIG=...``;
 ``import`` loads image archives into its containerd; ``down`` stops it and checks that no process,
@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from headrace.testbed import build, procs
-from headrace.testbed.controlplane import ControlPlane
-from headrace.testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
+from testbed import REPOSITORY, build, procs
+from testbed.controlplane import ControlPlane
+from testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
 
 UP_TIMEOUT_SECONDS = 1800.0  # a cold start may build the Kubernetes binaries first
 DOWN_TIMEOUT_SECONDS = 120.0
@@ -225,11 +225,12 @@ def _spawn_supervisor(workdir: Path) -> int:
     log = cluster_home() / "supervisor.log"
     with log.open("w") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "headrace.testbed.cluster", "serve", "--workdir", str(workdir)],
+            [sys.executable, "-m", "testbed.cluster", "serve", "--workdir", str(workdir)],
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=REPOSITORY,
         )
     return process.pid
 
@@ -333,7 +334,7 @@ def command_status() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m headrace.testbed.cluster up|down|status`` (``serve`` is the detached supervisor)."""
+    """``python -m testbed.cluster up|down|status`` (``serve`` is the detached supervisor)."""
     parser = argparse.ArgumentParser(description="A single-node Kubernetes cluster for Headrace's tests.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up", help="start in the background; prints `export KUBECONFIG=...`")

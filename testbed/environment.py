@@ -20,10 +20,10 @@ import yaml
 from kubernetes import config
 from kubernetes.client import ApiClient
 
-from headrace.testbed import build, images, scenario
-from headrace.testbed.cluster import Cluster
-from headrace.testbed.controlplane import create_namespace, delete_namespace
-from headrace.testbed.scenario import OPERATOR_NAMESPACE, REPOSITORY
+from testbed import REPOSITORY, build, images, scenario
+from testbed.cluster import Cluster
+from testbed.controlplane import create_namespace, delete_namespace
+from testbed.scenario import OPERATOR_NAMESPACE
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from headrace.testbed.build import cache_root
+from testbed.build import cache_root
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 DEPENDENCY_PLUGIN_VERSION = "3.8.1"
@@ -57,7 +57,7 @@ def resolver_pom(coordinates: Sequence[str], pinned: Sequence[str] = ()) -> str:
     wanted = "".join(_dependency_xml(c) for c in coordinates)
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>dev.headrace.testbed</groupId><artifactId>resolver</artifactId><version>0</version>
+  <groupId>dev.testbed</groupId><artifactId>resolver</artifactId><version>0</version>
   <packaging>pom</packaging>
   <dependencyManagement><dependencies>{managed}</dependencies></dependencyManagement>
   <dependencies>{wanted}</dependencies>

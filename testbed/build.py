@@ -182,7 +182,7 @@ def ensure_binaries() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m headrace.testbed.build`: build the testbed binaries into the cache."""
+    """`python -m testbed.build`: build the testbed binaries into the cache."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.parse_args(argv)
     print(ensure_binaries())

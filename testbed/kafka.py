@@ -4,7 +4,7 @@ Owns: the pinned Kafka and Spark-connector versions, the broker's configuration,
 storage, running the JVM in its own process group on random free ports, a small confluent-kafka
 client for topics, producing and reading back, and removing every file it made when it stops.
 Also the jars local-mode Spark needs to read and write Kafka (`spark_kafka_jars`).
-`python -m headrace.testbed.kafka` runs one broker in the foreground until interrupted.
+`python -m testbed.kafka` runs one broker in the foreground until interrupted.
 Never: used by the operator or the runtime; never listens beyond 127.0.0.1.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from headrace.testbed import maven, procs
+from testbed import maven, procs
 
 KAFKA_VERSION = "4.1.1"
 BROKER_COORDINATES = (

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import yaml
 
-from headrace.testbed import build, cluster, images, scenario
-from headrace.testbed.environment import Environment
+from testbed import build, cluster, images, scenario
+from testbed.environment import Environment
 
 NAMESPACE = "demo"
 

@@ -19,7 +19,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import crd
-from headrace.testbed import procs
+from testbed import procs
 
 START_TIMEOUT_SECONDS = 60.0
 START_ATTEMPTS = 3

@@ -2,9 +2,9 @@
 
 Owns: choosing ports, the throw-away PKI and kubeconfigs of one control plane, the command lines of its
 four components (pure functions of a `Plan`), starting them in order and waiting until each is healthy,
-stopping them, and `python -m headrace.testbed.controlplane` to run one in the foreground. Modelled on
+stopping them, and `python -m testbed.controlplane` to run one in the foreground. Modelled on
 controller-runtime's envtest, plus the controller-manager and the scheduler.
-Never: builds binaries (see `headrace.testbed.build`), runs a node, or touches anything outside its
+Never: builds binaries (see `testbed.build`), runs a node, or touches anything outside its
 workdir.
 """
 
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from headrace.testbed import build, procs
-from headrace.testbed.pki import ClusterPKI
+from testbed import build, procs
+from testbed.pki import ClusterPKI
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -722,7 +722,7 @@ def _parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m headrace.testbed.controlplane`: run until Ctrl-C or SIGTERM, then stop cleanly."""
+    """`python -m testbed.controlplane`: run until Ctrl-C or SIGTERM, then stop cleanly."""
     arguments = _parse_arguments(argv)
     workdir = arguments.workdir or Path(tempfile.mkdtemp(prefix="headrace-controlplane-"))
     plane = ControlPlane(

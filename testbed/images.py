@@ -7,7 +7,7 @@ the cache of OCI archives under ``~/.cache/headrace/images`` keyed by a digest o
 Never: runs a container (``podman run`` cannot set its rlimits here; containers run under
 containerd), pushes anywhere, or writes inside the repository.
 
-Command: ``python -m headrace.testbed.images build [--target operator|spark]``.
+Command: ``python -m testbed.images build [--target operator|spark]``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import headrace
-from headrace.testbed.build import cache_root
+from testbed.build import cache_root
 
 TARGETS = ("operator", "spark")
 IMAGE_REPOSITORY = "localhost/headrace"
@@ -178,7 +178,7 @@ def repository_root() -> Path:
     for candidate in Path(__file__).resolve().parents:
         if (candidate / "Dockerfile").is_file() and (candidate / "pyproject.toml").is_file():
             return candidate
-    raise FileNotFoundError("no Dockerfile above headrace/testbed; set HEADRACE_REPOSITORY to the checkout")
+    raise FileNotFoundError("no Dockerfile above testbed; set HEADRACE_REPOSITORY to the checkout")
 
 
 def images_cache() -> Path:
@@ -362,7 +362,7 @@ def _timed_build(target: str) -> BuildReport:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m headrace.testbed.images build [--target T]``: build (or reuse) the images."""
+    """``python -m testbed.images build [--target T]``: build (or reuse) the images."""
     parser = argparse.ArgumentParser(description="Build Headrace's images into the local cache.")
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the images that are missing")

@@ -14,8 +14,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from headrace.testbed.build import cache_root
-from headrace.testbed.pause.image import ImageFile, oci_archive
+from testbed.build import cache_root
+from testbed.pause.image import ImageFile, oci_archive
 
 PAUSE_IMAGE = "localhost/headrace/pause:1.0"
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")

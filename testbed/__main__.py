@@ -1,0 +1,36 @@
+"""`python -m testbed <command>`: the local cluster and its services, for tests, benches and the quick start.
+
+Owns: dispatching to each testbed module's own command line. Never: shipped (the wheel and the images
+hold only `operator/headrace`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS = {
+    "build": ("testbed.build", "build the Kubernetes, etcd and helm binaries into the cache"),
+    "apiserver": ("testbed.controlplane", "run etcd and a bare API server"),
+    "cluster": ("testbed.cluster", "up | down | status | import: the local single-node cluster"),
+    "images": ("testbed.images", "build the operator and Spark images from the Dockerfile"),
+    "kafka": ("testbed.kafka", "run a local Kafka broker"),
+    "quickstart": ("testbed.quickstart", "cluster, images, operator and the example app, in one go"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one testbed command; print the list when none (or an unknown one) is given."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        print("usage: python -m testbed <command> [args]\n", file=sys.stderr)
+        for name, (_, summary) in COMMANDS.items():
+            print(f"  {name:<11} {summary}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[args[0]][0])
+    return int(module.main(args[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
