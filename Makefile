@@ -8,6 +8,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user 'uv==0.13.9'
 	$(UV) sync --frozen --all-extras
+	$(UV) run python -m testbed host install
 
 crds: setup
 	$(UV) run headrace crds

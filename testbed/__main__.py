@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS = {
+    "host": ("testbed.host", "check | install: the Debian packages the cluster and the tests need"),
     "build": ("testbed.build", "build the Kubernetes, etcd and helm binaries into the cache"),
     "apiserver": ("testbed.controlplane", "run etcd and a bare API server"),
     "cluster": ("testbed.cluster", "up | down | status | import: the local single-node cluster"),

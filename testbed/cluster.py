@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from testbed import REPOSITORY, build, procs
+from testbed import REPOSITORY, build, host, procs
 from testbed.controlplane import ControlPlane
 from testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
 
@@ -92,6 +92,7 @@ class Cluster:
             raise ValueError("Cluster.up needs a workdir")
         self.workdir = workdir
         began = time.monotonic()
+        host.require()  # a missing host package is named up front, with the command that installs it
         build.ensure_binaries()
         gateway = self.network.gateway
         self.control_plane = ControlPlane(
@@ -110,8 +111,8 @@ class Cluster:
         try:
             self.control_plane.start()
             self.node.start()
-        except BaseException:
-            self.down()
+        except BaseException as error:
+            self._down_keeping(error)
             raise
         self.up_seconds = time.monotonic() - began
         return self.control_plane.kubeconfig
@@ -128,6 +129,13 @@ class Cluster:
                 plane.stop()
             self.down_seconds = time.monotonic() - began
 
+    def _down_keeping(self, cause: BaseException) -> None:
+        """Tear down after `cause`; a teardown failure is attached to `cause` as a note, never raised over it."""
+        try:
+            self.down()
+        except Exception as teardown:
+            cause.add_note(f"tearing the cluster down afterwards also failed: {teardown!r}")
+
     def __enter__(self) -> Cluster:
         self.up()
         return self
@@ -135,7 +143,10 @@ class Cluster:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self.down()
+        if exc is None:
+            self.down()
+        else:
+            self._down_keeping(exc)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import headrace
+from testbed import host
 from testbed.build import cache_root
 
 TARGETS = ("operator", "spark")
@@ -328,6 +329,7 @@ def _remove_stale_archives(target: str, keep: Path, now: float) -> None:
 
 def build_all() -> dict[str, Path]:
     """Archives of every target, built when missing."""
+    host.require([package for package in host.HOST_PACKAGES if package.name in ("podman", "debootstrap")])
     return {target: build_image(target) for target in TARGETS}
 
 
