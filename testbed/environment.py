@@ -83,7 +83,7 @@ def environment(workdir: Path) -> Iterator[Environment]:
     with Cluster(workdir / "cluster") as cluster:
         for archive in archives.values():
             cluster.import_image(archive)
-        data_root = Path(tempfile.mkdtemp(prefix="headrace-e2e-data-"))
+        data_root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scenario.pod_data_root("e2e")))
         data_root.chmod(0o777)
         target = Environment(cluster.kubeconfig, data_root)
         try:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import yaml
 
-from testbed import build, cluster, images, scenario
+from testbed import cluster, images, scenario
 from testbed.environment import Environment
 
 NAMESPACE = "demo"
@@ -33,16 +34,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cluster.command_import(list(archives.values())) != 0:
         return 1
     print("3/4 operator: helm install from charts/headrace", flush=True)
-    data_root = build.cache_root() / "quickstart"
-    data_root.mkdir(parents=True, exist_ok=True)
-    data_root.chmod(0o777)
-    target = Environment(cluster.kubeconfig_path(), data_root)
+    target = Environment(cluster.kubeconfig_path(), scenario.pod_data_root("quickstart"))
     target.install_operator()
     print(f"4/4 example: windowed-counts in namespace {NAMESPACE}", flush=True)
-    return _apply_example(target, args.files)
+    data = apply_example(target, args.files)
+    _print_next_steps(target, data)
+    return 0
 
 
-def _apply_example(target: Environment, files: int) -> int:
+def apply_example(target: Environment, files: int) -> Path:
+    """Step 4, also run by the quick start's e2e test: the example applied in NAMESPACE, `files` input
+    files written; returns the example's data directory."""
     namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     data = scenario.prepare_data_dir(target.data_root, NAMESPACE)
     (data / "namespace.yaml").write_text(yaml.safe_dump(namespace_manifest))
@@ -53,6 +55,10 @@ def _apply_example(target: Environment, files: int) -> int:
     clicks.files = len(list((data / "input").glob("part-*.json")))
     for _ in range(files):
         clicks.next_file()
+    return data
+
+
+def _print_next_steps(target: Environment, data: Path) -> None:
     print(
         f"""
 Headrace is running. Try:
@@ -62,13 +68,12 @@ Headrace is running. Try:
   uv run headrace status -n {NAMESPACE}
   uv run headrace savepoint windowed-counts -n {NAMESPACE}
   kubectl scale sapp windowed-counts -n {NAMESPACE} --replicas=2
-Input files: {data / "input"} (add more with `uv run headrace dev quickstart --files 10`)
+Input files: {data / "input"} (add more with `make quickstart, or uv run python -m testbed quickstart --files 10`)
 Output (parquet, exactly once): {data / "output"}
 Stop everything: make down
 """,
         flush=True,
     )
-    return 0
 
 
 if __name__ == "__main__":

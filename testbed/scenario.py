@@ -140,8 +140,39 @@ def windowed_counts_manifest(data_dir: Path, **spec_overrides: Any) -> dict[str,
     return manifest
 
 
+# Directories pods read through a hostPath live here: every ancestor is world-traversable, wherever the
+# checkout or the home directory is (a home directory of mode 700 hides its contents from uid 185).
+POD_DATA_BASE = Path("/var/tmp/headrace")
+
+
+def unreadable_ancestor(path: Path) -> Path | None:
+    """The first existing ancestor of `path` that other users (the image's uid 185) cannot traverse."""
+    for ancestor in reversed(path.resolve().parents):
+        if ancestor.exists() and not ancestor.stat().st_mode & 0o001:
+            return ancestor
+    return None
+
+
+def pod_data_root(name: str) -> Path:
+    """A directory for data that pods mount through a hostPath (world-traversable all the way up)."""
+    POD_DATA_BASE.mkdir(parents=True, exist_ok=True)
+    POD_DATA_BASE.chmod(0o1777)
+    root = POD_DATA_BASE / name
+    root.mkdir(exist_ok=True)
+    root.chmod(0o777)
+    return root
+
+
 def prepare_data_dir(root: Path, name: str) -> Path:
-    """A data directory (input, output, state, savepoints) writable by the Spark image's user."""
+    """A data directory (input, output, state, savepoints) writable by the Spark image's user.
+
+    Refuses a root the image's user could not reach, naming the directory that blocks it."""
+    blocked = unreadable_ancestor(root / name)
+    if blocked is not None:
+        raise PermissionError(
+            f"{root} is not reachable by the Spark image's user (uid 185): {blocked} is not world-traversable "
+            f"(mode {blocked.stat().st_mode & 0o777:o}); use a directory under {POD_DATA_BASE}"
+        )
     data = root / name
     for sub in ("input", "output", "state", "savepoints"):
         (data / sub).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,57 @@
+"""The quick start's example, applied by the quick start's own code on the e2e cluster, as a user gets it.
+
+`make quickstart` runs `testbed.quickstart.main`: cluster up, images, the operator by Helm (the e2e
+fixture has done those three the same way), then `apply_example`. This test runs `apply_example` itself,
+with the same data location rules (a world-traversable directory, whatever the home directory's mode),
+and requires the example to commit batches with zero driver restarts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from headrace.api import names
+from testbed import quickstart, scenario
+from testbed.controlplane import delete_namespace
+
+from .conftest import E2E
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def example(e2e: E2E) -> Iterator[scenario.AppHandle]:
+    with e2e.api_client() as api:
+        try:
+            data = quickstart.apply_example(e2e, files=10)
+            yield scenario.AppHandle(api, quickstart.NAMESPACE, data)
+        finally:
+            delete_namespace(api, quickstart.NAMESPACE)
+
+
+def test_quickstart_example_commits_batches_without_a_restart(example: scenario.AppHandle) -> None:
+    started = time.monotonic()
+    example.wait(lambda: example.running(names.ROLE_DRIVER), 300, "the quick start's driver to run")
+    example.wait(lambda: len(example.commits()) >= 2, 300, "two committed batches")
+    print(f"quick start example: apply -> 2 committed batches in {time.monotonic() - started:.1f}s")
+    status = example.status()
+    assert status.get("phase") == "Running", status
+    assert status.get("restarts", {}).get("total", 0) == 0, status
+    (driver,) = example.pods(names.ROLE_DRIVER)
+    assert driver.metadata.labels[names.ATTEMPT] == "1", driver.metadata.labels
+    assert all(s.restart_count == 0 for s in driver.status.container_statuses or []), driver.status
+
+
+def test_pod_data_lives_where_the_image_user_can_read_it(example: scenario.AppHandle) -> None:
+    assert scenario.unreadable_ancestor(example.data) is None, example.data
+
+
+def test_a_data_root_under_a_private_directory_is_refused(tmp_path: Path) -> None:
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    with pytest.raises(PermissionError, match="not world-traversable"):
+        scenario.prepare_data_dir(private / "data", "demo")
