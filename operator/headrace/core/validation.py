@@ -1,17 +1,25 @@
-"""Checks of a StreamingApp spec that the CRD schema cannot express.
+"""Checks of a StreamingApp spec that the CRD schema cannot express, and the tenant policy.
 
-Owns: the list of Spark settings the operator owns (and which spec field sets each), and checks
-that span the spec. Every problem names the field and the fix.
+Owns: the Spark settings the operator owns (and which spec field sets each), the environment names
+it reserves, the tenant policy a cluster admin configures (what a pod template, a volume or a
+ServiceAccount may ask for), and checks that span the spec. Every problem names the field and the
+fix (for a policy refusal: the chart value that allows it).
 Never: I/O.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from headrace.api.models import StreamingAppSpec
 
-# Spark settings the operator sets itself: key -> where the user sets it instead.
+# Spark settings the operator sets itself (render/manifests.py and the runtime in the driver):
+# key -> where the user sets it instead. tests/unit/test_validation.py checks that every key the
+# operator renders or the runtime adds is owned here (or is a default the user may override).
 OWNED_SPARK_CONF: dict[str, str] = {
     "spark.master": "the operator (the driver runs in client mode against this cluster)",
     "spark.submit.deployMode": "the operator (always client mode inside the driver pod)",
@@ -23,21 +31,79 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.executor.memory": "spec.executor.memory",
     "spark.driver.cores": "spec.driver.cores",
     "spark.driver.memory": "spec.driver.memory",
+    "spark.kubernetes.executor.request.cores": "spec.executor.coreRequest",
     "spark.sql.shuffle.partitions": "spec.state.partitions",
     "spark.sql.streaming.checkpointLocation": "spec.state.checkpointDir",
     "spark.sql.streaming.stateStore.providerClass": "spec.state.backend",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "spec.state.backend",
     "spark.driver.host": "the operator (the driver pod's IP)",
     "spark.driver.bindAddress": "the operator",
     "spark.driver.port": "the operator",
     "spark.blockManager.port": "the operator",
+    "spark.ui.port": "the operator",
+    "spark.ui.killEnabled": "the operator (the UI never kills jobs)",
     "spark.kubernetes.driver.pod.name": "the operator (the driver pod owns its executors)",
     "spark.kubernetes.executor.podNamePrefix": "the operator (names are per run and attempt)",
-    "spark.kubernetes.executor.podTemplateFile": "spec.executor.podTemplate",
-    "spark.kubernetes.authenticate.driver.serviceAccountName": "spec.serviceAccountName",
+    "spark.kubernetes.executor.deleteOnTermination": "the operator",
     "spark.dynamicAllocation.enabled": "spec.executor.instances (Headrace scales executors itself)",
     "spark.jars.packages": "spec.application.packages",
     "spark.submit.pyFiles": "spec.application.pyFiles",
+    "spark.network.crypto.enabled": "the operator (RPC encryption is always on)",
 }
+# Whole families of keys the operator owns: prefix -> where the user sets it instead.
+OWNED_SPARK_CONF_PREFIXES: dict[str, str] = {
+    "spark.kubernetes.authenticate.": "spec.serviceAccountName",
+    "spark.kubernetes.executor.podtemplate": "spec.executor.podTemplate",
+    "spark.kubernetes.executor.label.": "the operator (executor labels select an app's pods)",
+    "spark.kubernetes.executor.volumes.": "spec.volumes (checked against the cluster's tenant policy)",
+    "spark.kubernetes.driver.volumes.": "spec.volumes (checked against the cluster's tenant policy)",
+    "spark.kubernetes.executor.secrets.": "spec.volumes (checked against the cluster's tenant policy)",
+    "spark.kubernetes.driver.secrets.": "spec.volumes (checked against the cluster's tenant policy)",
+    "spark.authenticate": "the operator (Spark authentication with a per-app secret is always on)",
+    "spark.executorenv.headrace_": "the operator (HEADRACE_* variables are reserved)",
+    "spark.executorenv._spark_auth_secret": "the operator (the per-app Spark secret)",
+}
+# Defaults the operator renders that a user's sparkConf may replace.
+USER_OVERRIDABLE_SPARK_CONF = frozenset(
+    {"spark.app.name", "spark.executorEnv.PYTHONPATH", "spark.ui.showConsoleProgress"}
+)
+# Environment variables the operator sets on its containers; a user's env may not set them.
+RESERVED_ENV_PREFIX = "HEADRACE_"
+RESERVED_ENV_NAMES = frozenset({"SPARK_CONF_DIR", "_SPARK_AUTH_SECRET", "SPARK_LOCAL_DIRS"})
+# Characters that would end or split a spark-defaults line or key (Java properties separators).
+_KEY_PATTERN = re.compile(r"^[A-Za-z0-9_.\-*\[\]/@+]+$")
+
+# Volume types of the `restricted` Pod Security Standard.
+RESTRICTED_VOLUME_TYPES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
+POLICY_VALUE = "tenantPolicy"  # the chart value (and HEADRACE_TENANT_POLICY) that configures the policy
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    """What a StreamingApp may ask of its pods; a cluster admin widens it in the chart's `tenantPolicy`.
+    The defaults refuse everything the `baseline` Pod Security Standard forbids, root and added
+    capabilities, and any ServiceAccount but the one the operator creates for the app."""
+
+    allow_host_namespaces: bool = False  # hostNetwork, hostPID, hostIPC
+    allow_host_ports: bool = False
+    allow_privileged: bool = False  # privileged, Unconfined seccomp/AppArmor, Unmasked procMount, hostProcess
+    allow_privilege_escalation: bool = False
+    allow_run_as_root: bool = False  # runAsUser 0
+    allowed_capabilities: frozenset[str] = frozenset()
+    allowed_volume_types: frozenset[str] = frozenset(RESTRICTED_VOLUME_TYPES)
+    service_accounts: frozenset[str] = frozenset()
+
+
+DEFAULT_POLICY = TenantPolicy()
 
 
 @dataclass(frozen=True)
@@ -51,15 +117,218 @@ class Problem:
         return f"{self.field}: {self.message}"
 
 
+# ----------------------------------------------------------------------------------- sparkConf --
+
+
+def normalize_key(key: str) -> str:
+    """A Spark key as compared with the owned ones: surrounding whitespace dropped, lower case."""
+    return unicodedata.normalize("NFKC", key).strip().lower()
+
+
+def spark_conf_owner(key: str) -> str | None:
+    """Where an owned Spark key is set instead, or None when the user may set it."""
+    normal = normalize_key(key)
+    if normal in {k.lower() for k in USER_OVERRIDABLE_SPARK_CONF}:
+        return None
+    for owned, owner in OWNED_SPARK_CONF.items():
+        if normal == owned.lower():
+            return owner
+    for prefix, owner in OWNED_SPARK_CONF_PREFIXES.items():
+        if normal.startswith(prefix):
+            return owner
+    return None
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(char) in {"Cc", "Cf", "Zl", "Zp"} for char in text)
+
+
+def spark_conf_problem(key: str, value: str) -> str | None:
+    """Why a user's sparkConf entry is refused (None: it may be set)."""
+    if not _KEY_PATTERN.match(key):
+        return (
+            f"{key!r} is not a Spark key: keys are letters, digits and . _ - * [ ] / @ + (no whitespace, "
+            "'=', ':' or control characters); fix the key"
+        )
+    owner = spark_conf_owner(key)
+    if owner is not None:
+        fix = f"set {owner} instead" if owner.startswith(("spec.", "metadata.")) else "remove it"
+        return f"{key} is owned by {owner}; {fix}"
+    if _has_control(value) or value != value.strip():
+        return "the value has control characters (such as a newline) or surrounding whitespace; remove them"
+    return None
+
+
 def _spark_conf_problems(spec: StreamingAppSpec) -> list[Problem]:
     problems = []
     for key in sorted(spec.sparkConf):
-        owner = OWNED_SPARK_CONF.get(key)
-        if owner is None:
-            continue
-        fix = f"set {owner} instead" if owner.startswith("spec.") or owner.startswith("metadata.") else "remove it"
-        problems.append(Problem(f'spec.sparkConf["{key}"]', f"{key} is owned by {owner}; {fix}"))
+        why = spark_conf_problem(key, spec.sparkConf[key])
+        if why is not None:
+            problems.append(Problem(f'spec.sparkConf["{key}"]', why))
     return problems
+
+
+# ------------------------------------------------------------------------------------ env vars --
+
+
+def _env_problems(entries: list[Any], where: str) -> list[Problem]:
+    problems = []
+    for index, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name.strip().upper().startswith(RESERVED_ENV_PREFIX) or name.strip() in RESERVED_ENV_NAMES:
+            problems.append(
+                Problem(
+                    f"{where}[{index}].name",
+                    f"{name} is reserved for the operator (HEADRACE_* and {', '.join(sorted(RESERVED_ENV_NAMES))}); "
+                    "use another name",
+                )
+            )
+        elif name != name.strip() or _has_control(name):
+            problems.append(
+                Problem(f"{where}[{index}].name", "the name has whitespace or control characters; remove them")
+            )
+    return problems
+
+
+# ----------------------------------------------------------------------------------- pod policy --
+
+
+def _allow(setting: str) -> str:
+    return (
+        "refused by the cluster's tenant policy; a cluster admin allows it with the chart value "
+        f"{POLICY_VALUE}.{setting}"
+    )
+
+
+def _containers(pod_spec: dict[str, Any], where: str) -> Iterator[tuple[dict[str, Any], str]]:
+    for kind in ("initContainers", "containers", "ephemeralContainers"):
+        items = pod_spec.get(kind)
+        if isinstance(items, list):
+            for index, container in enumerate(items):
+                if isinstance(container, dict):
+                    yield container, f"{where}.{kind}[{index}]"
+
+
+def _context_flags(context: dict[str, Any], policy: TenantPolicy, *, pod: bool) -> Iterator[tuple[str, str]]:
+    """(field below the securityContext, why) for each flag the policy refuses."""
+    root = not policy.allow_run_as_root
+    privileged = not policy.allow_privileged
+    if context.get("runAsUser") == 0 and root:
+        yield "runAsUser", "running as root (0) is " + _allow("allowRunAsRoot")
+    if context.get("runAsNonRoot") is False and root:
+        yield "runAsNonRoot", "false is " + _allow("allowRunAsRoot")
+    for profile in ("seccompProfile", "appArmorProfile"):
+        value = context.get(profile)
+        if isinstance(value, dict) and value.get("type") == "Unconfined" and privileged:
+            yield f"{profile}.type", "Unconfined is " + _allow("allowPrivileged")
+    windows = context.get("windowsOptions")
+    if isinstance(windows, dict) and windows.get("hostProcess") is True and privileged:
+        yield "windowsOptions.hostProcess", _allow("allowPrivileged")
+    if pod:
+        return
+    if context.get("privileged") is True and privileged:
+        yield "privileged", _allow("allowPrivileged")
+    if context.get("allowPrivilegeEscalation") is True and not policy.allow_privilege_escalation:
+        yield "allowPrivilegeEscalation", _allow("allowPrivilegeEscalation")
+    if context.get("procMount") not in (None, "Default") and privileged:
+        yield "procMount", _allow("allowPrivileged")
+    capabilities = context.get("capabilities")
+    added = capabilities.get("add") if isinstance(capabilities, dict) else None
+    allowed = {capability.upper().removeprefix("CAP_") for capability in policy.allowed_capabilities}
+    for index, capability in enumerate(added if isinstance(added, list) else []):
+        if str(capability).upper().removeprefix("CAP_") not in allowed:
+            yield f"capabilities.add[{index}]", f"{capability} is " + _allow("allowedCapabilities")
+
+
+def _security_context_problems(context: Any, where: str, policy: TenantPolicy, *, pod: bool) -> list[Problem]:
+    if not isinstance(context, dict):
+        return []
+    return [Problem(f"{where}.{name}", why) for name, why in _context_flags(context, policy, pod=pod)]
+
+
+def volume_type(volume: dict[str, Any]) -> str | None:
+    """The source type of a Volume (its one key besides `name`)."""
+    kinds = [key for key in volume if key != "name"]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+def _volume_policy_problems(volumes: Any, where: str, policy: TenantPolicy) -> list[Problem]:
+    if not isinstance(volumes, list):
+        return []
+    problems = []
+    for index, volume in enumerate(volumes):
+        if not isinstance(volume, dict):
+            continue
+        kinds = [key for key in volume if key != "name"]
+        for kind in kinds:
+            if kind not in policy.allowed_volume_types:
+                problems.append(
+                    Problem(f"{where}[{index}].{kind}", f"{kind} volumes are " + _allow("allowedVolumeTypes"))
+                )
+    return problems
+
+
+def _container_problems(container: dict[str, Any], where: str, policy: TenantPolicy) -> list[Problem]:
+    problems = _security_context_problems(
+        container.get("securityContext"), f"{where}.securityContext", policy, pod=False
+    )
+    env = container.get("env")
+    if isinstance(env, list):
+        problems += _env_problems(env, f"{where}.env")
+    ports = container.get("ports")
+    if isinstance(ports, list) and not policy.allow_host_ports:
+        for index, port in enumerate(ports):
+            if isinstance(port, dict) and port.get("hostPort"):
+                problems.append(Problem(f"{where}.ports[{index}].hostPort", _allow("allowHostPorts")))
+    return problems
+
+
+def _pod_template_problems(template: dict[str, Any], where: str, policy: TenantPolicy) -> list[Problem]:
+    pod_spec = template.get("spec")
+    if not isinstance(pod_spec, dict):
+        return []
+    where = f"{where}.spec"
+    problems = []
+    if not policy.allow_host_namespaces:
+        for key in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod_spec.get(key) is True:
+                problems.append(Problem(f"{where}.{key}", _allow("allowHostNamespaces")))
+    for key in ("serviceAccountName", "serviceAccount", "automountServiceAccountToken"):
+        if key in pod_spec:
+            problems.append(
+                Problem(f"{where}.{key}", "the operator sets the pods' ServiceAccount; set spec.serviceAccountName")
+            )
+    if "nodeName" in pod_spec:
+        problems.append(Problem(f"{where}.nodeName", "pods are scheduled; use nodeSelector or affinity instead"))
+    problems += _security_context_problems(
+        pod_spec.get("securityContext"), f"{where}.securityContext", policy, pod=True
+    )
+    problems += _volume_policy_problems(pod_spec.get("volumes"), f"{where}.volumes", policy)
+    for container, at in _containers(pod_spec, where):
+        problems += _container_problems(container, at, policy)
+    return problems
+
+
+def _policy_problems(spec: StreamingAppSpec, policy: TenantPolicy) -> list[Problem]:
+    problems = _volume_policy_problems([volume.model_dump() for volume in spec.volumes], "spec.volumes", policy)
+    problems += _env_problems([variable.model_dump() for variable in spec.driver.env], "spec.driver.env")
+    problems += _pod_template_problems(spec.driver.podTemplate.model_dump(), "spec.driver.podTemplate", policy)
+    problems += _pod_template_problems(spec.executor.podTemplate.model_dump(), "spec.executor.podTemplate", policy)
+    account = spec.serviceAccountName
+    if account is not None and account not in policy.service_accounts:
+        problems.append(
+            Problem(
+                "spec.serviceAccountName",
+                f"{account} is {_allow('serviceAccounts')}; leave it unset to use the ServiceAccount Headrace "
+                "creates for the app",
+            )
+        )
+    return problems
+
+
+# -------------------------------------------------------------------------------------- volumes --
 
 
 def _volume_problems(spec: StreamingAppSpec) -> list[Problem]:
@@ -88,6 +357,6 @@ def _volume_problems(spec: StreamingAppSpec) -> list[Problem]:
     return problems
 
 
-def validate_spec(spec: StreamingAppSpec) -> list[Problem]:
+def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY) -> list[Problem]:
     """Everything wrong with a schema-valid spec, in a stable order (empty when it can be applied)."""
-    return [*_spark_conf_problems(spec), *_volume_problems(spec)]
+    return [*_spark_conf_problems(spec), *_policy_problems(spec, policy), *_volume_problems(spec)]

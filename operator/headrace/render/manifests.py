@@ -11,6 +11,7 @@ import yaml
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.validation import spark_conf_problem
 from headrace.render.merge import merge
 from headrace.render.quantities import pod_memory
 
@@ -102,7 +103,10 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         conf["spark.jars.packages"] = ",".join(spec.application.packages)
     if spec.application.pyFiles:
         conf["spark.submit.pyFiles"] = ",".join(spec.application.pyFiles)
-    return {**conf, **spec.sparkConf}
+    # Validation refuses owned or malformed keys before anything is rendered; dropping them here too keeps a
+    # spec that bypassed it (an old status.lastReconciledSpec) from rewriting what the operator owns.
+    user = {key: value for key, value in spec.sparkConf.items() if spark_conf_problem(key, value) is None}
+    return {**conf, **user}
 
 
 def render_spark_defaults(conf: dict[str, str]) -> str:

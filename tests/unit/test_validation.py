@@ -1,0 +1,274 @@
+"""Validation of StreamingApp specs: owned Spark keys, reserved env names and the tenant policy.
+
+Each row is a spec a tenant could submit and the field the refusal must name (None: accepted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from headrace.core.validation import (
+    DEFAULT_POLICY,
+    TenantPolicy,
+    spark_conf_owner,
+    validate_spec,
+)
+from headrace.render import manifests
+from headrace.runtime import sparkconf
+from headrace.runtime.settings import RuntimeSettings
+
+from .builders import spec
+
+
+def _fields(problems: list[Any]) -> list[str]:
+    return [problem.field for problem in problems]
+
+
+def _driver_template(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return {"driver__podTemplate": {"spec": pod_spec}}
+
+
+def _container(**fields: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "sidecar", "image": "busybox", **fields}]}}
+
+
+SPARK_CONF_CASES: list[tuple[str, dict[str, str], str | None]] = [
+    ("a plain user setting", {"spark.sql.session.timeZone": "UTC"}, None),
+    ("app name is a default the user may replace", {"spark.app.name": "mine"}, None),
+    ("exact owned key", {"spark.master": "local[*]"}, 'spec.sparkConf["spark.master"]'),
+    ("trailing space", {"spark.master ": "local[*]"}, 'spec.sparkConf["spark.master "]'),
+    ("leading space", {" spark.master": "local[*]"}, 'spec.sparkConf[" spark.master"]'),
+    ("other case", {"Spark.Master": "local[*]"}, 'spec.sparkConf["Spark.Master"]'),
+    ("separator inside the key", {"spark.master=local": "x"}, 'spec.sparkConf["spark.master=local"]'),
+    ("colon inside the key", {"spark.master:local": "x"}, 'spec.sparkConf["spark.master:local"]'),
+    ("newline in a value", {"spark.foo": "x\nspark.master local[*]"}, 'spec.sparkConf["spark.foo"]'),
+    ("carriage return in a value", {"spark.foo": "x\rspark.master local"}, 'spec.sparkConf["spark.foo"]'),
+    ("surrounding whitespace in a value", {"spark.foo": " x "}, 'spec.sparkConf["spark.foo"]'),
+    ("unicode line separator", {"spark.foo": "x\u2028y"}, 'spec.sparkConf["spark.foo"]'),
+    (
+        "executor service account",
+        {"spark.kubernetes.authenticate.executor.serviceAccountName": "admin"},
+        'spec.sparkConf["spark.kubernetes.authenticate.executor.serviceAccountName"]',
+    ),
+    (
+        "executor labels",
+        {"spark.kubernetes.executor.label.headrace.dev/app": "other"},
+        'spec.sparkConf["spark.kubernetes.executor.label.headrace.dev/app"]',
+    ),
+    (
+        "delete on termination",
+        {"spark.kubernetes.executor.deleteOnTermination": "false"},
+        'spec.sparkConf["spark.kubernetes.executor.deleteOnTermination"]',
+    ),
+    (
+        "pod template file",
+        {"spark.kubernetes.executor.podTemplateFile": "/etc/evil.yaml"},
+        'spec.sparkConf["spark.kubernetes.executor.podTemplateFile"]',
+    ),
+    (
+        "a hostPath volume through Spark's own volume settings",
+        {"spark.kubernetes.executor.volumes.hostPath.root.mount.path": "/host"},
+        'spec.sparkConf["spark.kubernetes.executor.volumes.hostPath.root.mount.path"]',
+    ),
+    ("authentication off", {"spark.authenticate": "false"}, 'spec.sparkConf["spark.authenticate"]'),
+    ("UI kill", {"spark.ui.killEnabled": "true"}, 'spec.sparkConf["spark.ui.killEnabled"]'),
+    (
+        "reserved executor env",
+        {"spark.executorEnv.HEADRACE_CONTROL_TOKEN": "x"},
+        'spec.sparkConf["spark.executorEnv.HEADRACE_CONTROL_TOKEN"]',
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "conf", "field"), SPARK_CONF_CASES, ids=[case[0] for case in SPARK_CONF_CASES])
+def test_spark_conf(case: str, conf: dict[str, str], field: str | None) -> None:
+    problems = validate_spec(spec(sparkConf=conf))
+    assert _fields(problems) == ([field] if field else []), case
+
+
+ENV_CASES: list[tuple[str, dict[str, Any], str | None]] = [
+    ("a user variable", {"driver__env": [{"name": "LOG_LEVEL", "value": "debug"}]}, None),
+    (
+        "the control token",
+        {"driver__env": [{"name": "HEADRACE_CONTROL_TOKEN", "value": "x"}]},
+        "spec.driver.env[0].name",
+    ),
+    (
+        "the checkpoint dir, lower case",
+        {"driver__env": [{"name": "x", "value": "1"}, {"name": "headrace_checkpoint_dir", "value": "/"}]},
+        "spec.driver.env[1].name",
+    ),
+    ("Spark's auth secret", {"driver__env": [{"name": "_SPARK_AUTH_SECRET", "value": "x"}]}, "spec.driver.env[0].name"),
+    (
+        "reserved name in a pod template container",
+        {"executor__podTemplate": _container(env=[{"name": "HEADRACE_MODE", "value": "bounded"}])},
+        "spec.executor.podTemplate.spec.containers[0].env[0].name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "field"), ENV_CASES, ids=[case[0] for case in ENV_CASES])
+def test_env(case: str, overrides: dict[str, Any], field: str | None) -> None:
+    assert _fields(validate_spec(spec(**overrides))) == ([field] if field else []), case
+
+
+HOST_PATH = [{"name": "root", "hostPath": {"path": "/"}}]
+POD_CASES: list[tuple[str, dict[str, Any], str | None, str | None]] = [
+    # (case, spec overrides, field refused by default, the policy setting that allows it)
+    ("tolerations and labels", {"driver__podTemplate": {"spec": {"tolerations": [{"key": "x"}]}}}, None, None),
+    ("a PVC volume", {"volumes": [{"name": "state", "persistentVolumeClaim": {"claimName": "s"}}]}, None, None),
+    (
+        "hostNetwork",
+        _driver_template({"hostNetwork": True}),
+        "spec.driver.podTemplate.spec.hostNetwork",
+        "allow_host_namespaces",
+    ),
+    ("hostPID", _driver_template({"hostPID": True}), "spec.driver.podTemplate.spec.hostPID", "allow_host_namespaces"),
+    (
+        "hostIPC",
+        {"executor__podTemplate": {"spec": {"hostIPC": True}}},
+        "spec.executor.podTemplate.spec.hostIPC",
+        "allow_host_namespaces",
+    ),
+    ("hostPath in spec.volumes", {"volumes": HOST_PATH}, "spec.volumes[0].hostPath", "allowed_volume_types"),
+    (
+        "hostPath in a pod template",
+        {"executor__podTemplate": {"spec": {"volumes": HOST_PATH}}},
+        "spec.executor.podTemplate.spec.volumes[0].hostPath",
+        "allowed_volume_types",
+    ),
+    (
+        "privileged sidecar",
+        {"driver__podTemplate": _container(securityContext={"privileged": True})},
+        "spec.driver.podTemplate.spec.containers[0].securityContext.privileged",
+        "allow_privileged",
+    ),
+    (
+        "privilege escalation",
+        {"executor__podTemplate": _container(securityContext={"allowPrivilegeEscalation": True})},
+        "spec.executor.podTemplate.spec.containers[0].securityContext.allowPrivilegeEscalation",
+        "allow_privilege_escalation",
+    ),
+    (
+        "added capability",
+        {"driver__podTemplate": _container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})},
+        "spec.driver.podTemplate.spec.containers[0].securityContext.capabilities.add[0]",
+        "allowed_capabilities",
+    ),
+    (
+        "root user at pod level",
+        _driver_template({"securityContext": {"runAsUser": 0}}),
+        "spec.driver.podTemplate.spec.securityContext.runAsUser",
+        "allow_run_as_root",
+    ),
+    (
+        "root user in an init container",
+        {"driver__podTemplate": {"spec": {"initContainers": [{"name": "i", "securityContext": {"runAsUser": 0}}]}}},
+        "spec.driver.podTemplate.spec.initContainers[0].securityContext.runAsUser",
+        "allow_run_as_root",
+    ),
+    (
+        "unconfined seccomp",
+        _driver_template({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}),
+        "spec.driver.podTemplate.spec.securityContext.seccompProfile.type",
+        "allow_privileged",
+    ),
+    (
+        "host port",
+        {"executor__podTemplate": _container(ports=[{"containerPort": 80, "hostPort": 80}])},
+        "spec.executor.podTemplate.spec.containers[0].ports[0].hostPort",
+        "allow_host_ports",
+    ),
+    (
+        "a ServiceAccount the admin did not allow",
+        {"serviceAccountName": "default"},
+        "spec.serviceAccountName",
+        "service_accounts",
+    ),
+    (
+        "a ServiceAccount through the pod template",
+        _driver_template({"serviceAccountName": "admin"}),
+        "spec.driver.podTemplate.spec.serviceAccountName",
+        None,
+    ),
+    (
+        "a token mounted into executors",
+        {"executor__podTemplate": {"spec": {"automountServiceAccountToken": True}}},
+        "spec.executor.podTemplate.spec.automountServiceAccountToken",
+        None,
+    ),
+    ("skipping the scheduler", _driver_template({"nodeName": "node-1"}), "spec.driver.podTemplate.spec.nodeName", None),
+]
+WIDE_POLICY = TenantPolicy(
+    allow_host_namespaces=True,
+    allow_host_ports=True,
+    allow_privileged=True,
+    allow_privilege_escalation=True,
+    allow_run_as_root=True,
+    allowed_capabilities=frozenset({"SYS_ADMIN"}),
+    allowed_volume_types=frozenset({"hostPath", "persistentVolumeClaim"}),
+    service_accounts=frozenset({"default"}),
+)
+
+
+@pytest.mark.parametrize(("case", "overrides", "field", "setting"), POD_CASES, ids=[case[0] for case in POD_CASES])
+def test_pod_policy(case: str, overrides: dict[str, Any], field: str | None, setting: str | None) -> None:
+    app_spec = spec(**overrides)
+    problems = validate_spec(app_spec, DEFAULT_POLICY)
+    assert _fields(problems) == ([field] if field else []), case
+    if setting is None:  # not a policy matter: the same under any policy
+        assert _fields(validate_spec(app_spec, WIDE_POLICY)) == ([field] if field else [])
+        return
+    chart_value = "tenantPolicy." + "".join(
+        part if index == 0 else part.capitalize() for index, part in enumerate(setting.split("_"))
+    )
+    assert chart_value in problems[0].message, problems[0].message  # names the setting that allows it
+    assert validate_spec(app_spec, WIDE_POLICY) == []
+
+
+def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned() -> None:
+    """One owner: every Spark key the operator writes is refused in a user's sparkConf, unless it is a
+    default the user may replace."""
+    rendered = manifests.spark_conf(
+        manifests.Attempt(
+            app="clicks",
+            namespace="analytics",
+            app_uid="uid",
+            run=1,
+            attempt=1,
+            spec=spec(
+                executor__coreRequest="500m",
+                application={"file": "local:///app.py", "packages": ["a:b:1"], "pyFiles": ["x.py"]},
+            ),
+            spec_hash="h",
+            checkpoint_dir="s3a://b/c",
+        )
+    )
+    settings = RuntimeSettings(pod_ip="10.0.0.1", pod_name="p", state_partitions=4, kubernetes_host="k")
+    runtime = sparkconf.merged_conf(settings, {})
+    unowned = sorted(
+        key
+        for key in {*rendered, *runtime}
+        if spark_conf_owner(key) is None
+        and key not in {"spark.app.name", "spark.executorEnv.PYTHONPATH"}
+        and key != "spark.ui.showConsoleProgress"
+    )
+    assert unowned == []
+
+
+def test_render_drops_owned_keys_even_when_validation_is_bypassed() -> None:
+    attempt = manifests.Attempt(
+        app="clicks",
+        namespace="analytics",
+        app_uid="uid",
+        run=1,
+        attempt=1,
+        spec=spec(sparkConf={"spark.master ": "local[*]", "spark.sql.session.timeZone": "UTC", "spark.foo": "a\nb"}),
+        spec_hash="h",
+        checkpoint_dir="s3a://b/c",
+    )
+    text = manifests.render_spark_defaults(manifests.spark_conf(attempt))
+    assert "spark.master" not in text
+    assert "spark.sql.session.timeZone UTC\n" in text
+    assert "\nb\n" not in text
