@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from headrace.controller.workqueue import Key, WorkQueue
 
@@ -33,3 +34,96 @@ def test_wait_idle_waits_for_the_running_reconcile_after_stop() -> None:
 def test_wait_idle_is_immediate_when_nothing_ran() -> None:
     queue = WorkQueue(lambda _: None, workers=1)
     assert queue.wait_idle(0)
+
+
+def test_add_from_many_threads_processes_every_key_once_at_a_time() -> None:
+    """kopf calls `add` from its handler threads: hammered from 8 threads (the loop in debug mode, which refuses
+    loop calls from other threads), every key is processed after its last add, never twice at once."""
+    keys = [("ns", f"app-{index}") for index in range(40)]
+    lock = threading.Lock()
+    running: set[Key] = set()
+    overlaps: list[Key] = []
+    processed_after: dict[Key, int] = {}
+    adds_done = threading.Event()
+
+    def process(key: Key) -> float | None:
+        with lock:
+            if key in running:
+                overlaps.append(key)
+            running.add(key)
+            done = adds_done.is_set()
+        try:
+            threading.Event().wait(0.001)
+        finally:
+            with lock:
+                running.discard(key)
+                if done:
+                    processed_after[key] = processed_after.get(key, 0) + 1
+        return None
+
+    errors: list[BaseException] = []
+
+    def hammer(queue: WorkQueue, seed: int) -> None:
+        try:
+            for round_ in range(300):
+                queue.add(keys[(seed * 7 + round_) % len(keys)])
+                if round_ % 50 == 0:
+                    queue.add_after(keys[round_ % len(keys)], 0.01)
+        except BaseException as error:
+            errors.append(error)
+
+    async def scenario() -> None:
+        queue = WorkQueue(process, workers=4)
+        queue.start()
+        threads = [threading.Thread(target=hammer, args=(queue, seed)) for seed in range(8)]
+        for thread in threads:
+            thread.start()
+        await asyncio.to_thread(lambda: [thread.join() for thread in threads])
+        adds_done.set()
+        final = threading.Thread(target=lambda: [queue.add(key) for key in keys])  # the last add of each key
+        final.start()
+        await asyncio.to_thread(final.join)
+        for _ in range(200):
+            if len(processed_after) == len(keys):
+                break
+            await asyncio.sleep(0.05)
+        await queue.stop()
+        queue.wait_idle(5)
+
+    asyncio.run(scenario(), debug=True)
+    assert errors == []
+    assert overlaps == []
+    assert set(processed_after) == set(keys)
+
+
+def test_add_from_a_thread_wakes_an_idle_worker() -> None:
+    """Off the loop's thread, a key must wake a worker at once (not when some timer next wakes the loop)."""
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[float] = loop.create_future()
+
+        def process(_: Key) -> float | None:
+            loop.call_soon_threadsafe(done.set_result, time.monotonic())
+            return None
+
+        queue = WorkQueue(process, workers=2)
+        queue.start()
+        await asyncio.sleep(0.05)  # the workers wait on an empty queue; nothing else is scheduled
+        added: list[float] = []
+
+        def add_later() -> None:
+            time.sleep(0.2)  # the loop sleeps in its selector by now
+            added.append(time.monotonic())
+            queue.add(("ns", "late"))
+
+        threading.Thread(target=add_later).start()
+        try:
+            processed = await asyncio.wait_for(done, 3)
+        finally:
+            await queue.stop()
+        return processed - added[0]
+
+    latency = asyncio.run(scenario())
+    print(f"add from a thread -> processed: {latency * 1000:.1f} ms")
+    assert latency < 1.0

@@ -2,7 +2,9 @@
 
 A key added while it is being processed is processed once more afterwards; a failing key is
 retried with exponential backoff. The processing function runs in a thread (the Kubernetes client
-is synchronous), on a bounded pool.
+is synchronous), on a bounded pool. `add` and `add_after` may be called from any thread (kopf runs
+synchronous handlers in threads): off the loop's thread they hand the key to the loop with
+`call_soon_threadsafe`, so the queue and its sets are only ever touched on the loop.
 """
 
 from __future__ import annotations
@@ -43,9 +45,28 @@ class WorkQueue:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self._running = 0
         self._idle = threading.Condition()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _on_loop(self, call: Callable[..., None], *args: object) -> None:
+        """Run `call` now when on the loop's thread (or before `start`), else hand it to the loop."""
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop:
+            call(*args)
+            return
+        try:
+            loop.call_soon_threadsafe(call, *args)
+        except RuntimeError:  # the loop is closed: the operator is stopping
+            logger.debug("work queue stopped; dropping %s", args)
 
     def add(self, key: Key) -> None:
-        """Process `key` soon (once, however often it is added before a worker takes it)."""
+        """Process `key` soon (once, however often it is added before a worker takes it); any thread."""
+        self._on_loop(self._add, key)
+
+    def _add(self, key: Key) -> None:
         if key in self._processing:
             self._dirty.add(key)
         elif key not in self._queued:
@@ -53,7 +74,10 @@ class WorkQueue:
             self._queue.put_nowait(key)
 
     def add_after(self, key: Key, delay: float) -> None:
-        """Process `key` after `delay` seconds (an earlier pending timer wins)."""
+        """Process `key` after `delay` seconds (an earlier pending timer wins); any thread."""
+        self._on_loop(self._add_after, key, delay)
+
+    def _add_after(self, key: Key, delay: float) -> None:
         loop = asyncio.get_running_loop()
         due = loop.time() + delay
         timer = self._timers.get(key)
@@ -65,7 +89,7 @@ class WorkQueue:
 
     def _fire(self, key: Key) -> None:
         self._timers.pop(key, None)
-        self.add(key)
+        self._add(key)
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
@@ -85,9 +109,9 @@ class WorkQueue:
                 self._processing.discard(key)
             if key in self._dirty:
                 self._dirty.discard(key)
-                self.add(key)
+                self._add(key)
             elif delay is not None:
-                self.add_after(key, delay)
+                self._add_after(key, delay)
 
     def _run(self, key: Key) -> float | None:
         with self._idle:
@@ -106,6 +130,7 @@ class WorkQueue:
 
     def start(self) -> None:
         """Start the workers on the running event loop."""
+        self._loop = asyncio.get_running_loop()
         self._tasks = [asyncio.create_task(self._worker(), name=f"reconcile-{index}") for index in range(self._workers)]
 
     async def stop(self) -> None:
