@@ -150,6 +150,20 @@ class KubeClient:
             raise
         return result
 
+    def patch_app_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch part of an app's status (fields not named are left as they are)."""
+        release(
+            self.custom.patch_namespaced_custom_object_status(
+                models.GROUP,
+                models.VERSION,
+                namespace,
+                models.APP_PLURAL,
+                name,
+                {"status": status},
+                _preload_content=False,
+            )
+        )
+
     # ------------------------------------------------------------------------------ savepoints --
     def list_savepoints(self, namespace: str, app: str) -> list[dict[str, Any]]:
         """StreamingSavepoints of an app (by spec.appName; user-made ones may carry no labels)."""

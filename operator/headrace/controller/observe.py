@@ -165,13 +165,13 @@ def app_view(body: dict[str, Any]) -> AppView:
         spec = StreamingAppSpec.model_validate(body.get("spec") or {})
     except ValidationError as error:
         spec = None
-        problems = tuple(
-            Problem("spec." + ".".join(str(part) for part in item["loc"]), item["msg"]) for item in error.errors()
-        )
+        problems = _problems("spec", error)
+    status_problems: tuple[Problem, ...] = ()
     try:
         status = StreamingAppStatus.model_validate(body.get("status") or {})
-    except ValidationError:
-        status = StreamingAppStatus()  # unreadable status: start over rather than crash-loop
+    except ValidationError as error:
+        status = StreamingAppStatus()  # a placeholder: the planner never acts on an app whose status is unreadable
+        status_problems = _problems("status", error)
     return AppView(
         name=metadata["name"],
         namespace=metadata["namespace"],
@@ -179,4 +179,11 @@ def app_view(body: dict[str, Any]) -> AppView:
         spec=spec,
         status=status,
         parse_problems=problems,
+        status_problems=status_problems,
+    )
+
+
+def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
+    return tuple(
+        Problem(".".join([root, *(str(part) for part in item["loc"])]), item["msg"]) for item in error.errors()
     )

@@ -17,7 +17,7 @@ from typing import Any
 from headrace.adapters.driver import DriverControl, DriverUnavailable
 from headrace.adapters.kube import Conflict, KubeClient
 from headrace.api import models, names
-from headrace.controller import failpoints
+from headrace.controller import failpoints, unreadable
 from headrace.controller.metrics import OperatorMetrics, restart_reason_label
 from headrace.controller.observe import CREATED_BY, CREATED_BY_OPERATOR, app_view, observe
 from headrace.core.observation import Observation
@@ -78,6 +78,9 @@ class Reconciler:
             self.metrics.forget_app((namespace, name))
             return None
         view = app_view(body)
+        if view.status_problems:  # never taken for an empty status (that would start run 1 again)
+            unreadable.hold(self.kube, body, view, self.clock())
+            return None
         pods = self.kube.list_driver_pods(namespace, name)
         observation = observe(pods, self.kube.list_savepoints(namespace, name), self._driver_status(body, pods))
         now = self.clock()

@@ -30,6 +30,7 @@ class AppView:
     spec: StreamingAppSpec | None
     status: StreamingAppStatus
     parse_problems: tuple[Problem, ...] = ()
+    status_problems: tuple[Problem, ...] = ()  # the status does not parse: `status` is a placeholder, never act
 
 
 def spec_json(spec: StreamingAppSpec) -> str:

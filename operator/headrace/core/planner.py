@@ -49,7 +49,9 @@ RESTORE_POLL_SECONDS = 10.0
 
 
 def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
-    """Everything the operator should do for one app now."""
+    """Everything the operator should do for one app now (nothing while its status cannot be read)."""
+    if app.status_problems:
+        return Plan(status=app.status)
     builder = Builder(app=app, now=now, status=app.status.model_copy(deep=True))
     builder.status.observedGeneration = app.generation
     spec = _effective_spec(builder)
