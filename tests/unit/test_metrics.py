@@ -7,12 +7,12 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry
 
 from headrace.api.models import StreamingAppStatus
-from headrace.controller.metrics import SAVEPOINT_RESULTS, SAVEPOINT_TRIGGERS, OperatorMetrics
+from headrace.controller.metrics import ACTIONS, RESTART_REASONS, SAVEPOINT_RESULTS, SAVEPOINT_TRIGGERS, OperatorMetrics
 from headrace.core.observation import DriverProgress, Observation
 from headrace.core.planner import decide
 from headrace.core.transitions import TRANSITIONS
 
-from .builders import T0, later, pod, seen, view
+from .builders import T0, later, pod, seen, spec, view
 
 KEY = ("analytics", "clicks")
 
@@ -95,3 +95,37 @@ def test_a_deleted_running_app_drops_its_series() -> None:
     metrics.forget_app(KEY)
     assert value(metrics, "headrace_app_last_batch_age_seconds", namespace="analytics", app="clicks") is None
     assert value(metrics, "headrace_apps", phase="Running") == 0
+
+
+def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    assert "NoProgress" in RESTART_REASONS and RESTART_REASONS[-1] == "Other"
+    for reason in RESTART_REASONS:
+        assert value(metrics, "headrace_driver_restarts_total", reason=reason) == 0
+    assert set(ACTIONS) == {
+        "EnsureDriver",
+        "DeletePod",
+        "RescaleInPlace",
+        "CreateSavepointResource",
+        "TakeSavepoint",
+        "SetSavepointStatus",
+        "DeleteSavepointResource",
+    }
+    for action in ACTIONS:
+        assert value(metrics, "headrace_actions_total", action=action) == 0
+    for event_type in ("Normal", "Warning"):
+        assert value(metrics, "headrace_events_total", type=event_type) == 0
+
+
+def test_a_no_progress_restart_counts_as_no_progress() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    backlog = DriverProgress(ready=True, last_batch_id=0, last_batch_time=T0, source_backlog=100.0)
+    app = view(spec(restartPolicy__progressTimeout="1m"), status=status)
+    stuck = decide(app, Observation(drivers=(pod(),), progress=backlog), later(120)).status
+    assert stuck.restarts.lastFailureReason == "NoProgress"
+    metrics.record_decision(KEY, status, stuck, later(120))
+    assert value(metrics, "headrace_driver_restarts_total", reason="NoProgress") == 1
+    assert value(metrics, "headrace_driver_restarts_total", reason="Other") == 0
+    metrics.record_decision(KEY, stuck, stuck, later(121))  # the same restart, seen again
+    assert value(metrics, "headrace_driver_restarts_total", reason="NoProgress") == 1

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from headrace.api.vocabulary import OperationKind, OperationStep
+
 GROUP: Final = "headrace.dev"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = "headrace.dev/v1alpha1"
@@ -373,8 +375,8 @@ class RestartStatus(Model):
 class PendingOperation(Model):
     """What the operator is in the middle of (the write-ahead log entry a restarted operator resumes)."""
 
-    kind: str
-    step: str
+    kind: OperationKind
+    step: OperationStep
     startedAt: str
     run: int | None = None
     attempt: int | None = None

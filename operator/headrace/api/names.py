@@ -20,6 +20,8 @@ ROLE = "headrace.dev/role"
 SPEC_HASH = "headrace.dev/spec-hash"
 ROLE_DRIVER = "driver"
 ROLE_EXECUTOR = "executor"
+CREATED_BY = "headrace.dev/created-by"  # on StreamingSavepoints the operator made (retention deletes only those)
+CREATED_BY_OPERATOR = "operator"
 
 DNS_LABEL_MAX = 63
 EXECUTOR_PREFIX_MAX = 40  # Spark appends "-exec-<id>" and requires the whole name to be a DNS label

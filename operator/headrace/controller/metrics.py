@@ -13,10 +13,15 @@ from typing import get_args
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from headrace.api.models import Phase, StreamingAppStatus, StreamingSavepointSpec
+from headrace.api.vocabulary import RESTART_REASON_LABELS, RestartReasonLabel
 from headrace.core import transitions
+from headrace.core.plan import Action, EventType
+from headrace.core.restarts import restart_begun
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
-RESTART_REASONS = ("DriverFailed", "DriverLost", "DriverDeleted", "DriverExited", "Evicted", "OOMKilled", "Other")
+RESTART_REASONS = RESTART_REASON_LABELS
+ACTIONS: tuple[str, ...] = tuple(kind.__name__ for kind in get_args(Action))
+EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
 RESULTS = ("success", "conflict", "error")
 SAVEPOINT_TRIGGERS: tuple[str, ...] = (*get_args(StreamingSavepointSpec.model_fields["reason"].annotation), "other")
 SAVEPOINT_RESULTS = ("succeeded", "failed")
@@ -24,9 +29,9 @@ SAVEPOINT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 6
 TRANSITION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
-def restart_reason_label(reason: str | None) -> str:
-    """Map a free-form failure reason onto the bounded label set."""
-    return reason if reason in RESTART_REASONS else "Other"
+def restart_reason_label(reason: str | None) -> RestartReasonLabel:
+    """Map a recorded failure reason (free-form when Kubernetes or the runtime named it) onto the label set."""
+    return next((label for label in RESTART_REASONS if label == reason), "Other")
 
 
 def savepoint_trigger_label(reason: str | None) -> str:
@@ -96,9 +101,9 @@ class OperatorMetrics:
             self.apps.labels(phase).set(0)
         for reason in RESTART_REASONS:
             self.restarts.labels(reason)
-        for action in ("EnsureDriver", "DeletePod", "RescaleInPlace"):
+        for action in ACTIONS:
             self.actions.labels(action)
-        for event_type in ("Normal", "Warning"):
+        for event_type in EVENT_TYPES:
             self.events.labels(event_type)
         self._phases: dict[tuple[str, str], str] = {}
         self._aged: set[tuple[str, str]] = set()
@@ -123,9 +128,12 @@ class OperatorMetrics:
     def record_decision(
         self, key: tuple[str, str], previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
     ) -> None:
-        """An app's status went from `previous` to `new` (recorded) at `now`: its phase, the lifecycle
-        transition that ended (the transition underway is kept here between decisions), its last batch age."""
+        """An app's status went from `previous` to `new` (recorded) at `now`: its phase, a restart it
+        scheduled, the lifecycle transition that ended (the transition underway is kept here between
+        decisions), its last batch age."""
         self.record_phase(key, new.phase)
+        if restart_begun(previous, new):
+            self.restarts.labels(restart_reason_label(new.restarts.lastFailureReason)).inc()
         moved = transitions.step(self._underway.pop(key, None), previous, new, now)
         if moved.underway is not None:
             self._underway[key] = moved.underway

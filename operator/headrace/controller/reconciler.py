@@ -12,19 +12,20 @@ import secrets
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from headrace.adapters.driver import DriverControl, DriverUnavailable
 from headrace.adapters.kube import Conflict, KubeClient
-from headrace.api import models, names
+from headrace.api import names
 from headrace.controller import failpoints, unreadable
-from headrace.controller.metrics import OperatorMetrics, restart_reason_label
-from headrace.controller.observe import CREATED_BY, CREATED_BY_OPERATOR, app_view, observe
+from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.observe import app_view, observe
 from headrace.core.observation import Observation
 from headrace.core.plan import (
     Action,
     CreateSavepointResource,
     DeletePod,
+    DeleteSavepointResource,
     EnsureDriver,
     Plan,
     RescaleInPlace,
@@ -34,6 +35,7 @@ from headrace.core.plan import (
 from headrace.core.planner import decide, spec_hash
 from headrace.core.timefmt import format_time
 from headrace.render import manifests
+from headrace.render.savepoints import savepoint_resource
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +112,6 @@ class Reconciler:
 
     def _post_events(self, body: dict[str, Any], plan: Plan, now: datetime) -> None:
         for event in plan.events:
-            if event.reason == "DriverFailed":
-                self.metrics.restarts.labels(restart_reason_label(plan.status.restarts.lastFailureReason)).inc()
             self.metrics.events.labels(event.type).inc()
             try:
                 self.kube.post_event(body, type_=event.type, reason=event.reason, message=event.message, now=now)
@@ -122,31 +122,40 @@ class Reconciler:
         kind = type(action).__name__
         self.metrics.actions.labels(kind).inc()
         if isinstance(action, TakeSavepoint):  # its failpoints surround the call to the driver
-            self._take_savepoint(body, action)
-            return 0.0
+            return self._carry_out(body, action)
         with failpoints.around(kind):
             return self._carry_out(body, action)
 
-    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:
+    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: PLR0911 - one per kind
+        """Every kind of action has its case; a kind without one fails the type check (assert_never)."""
         namespace = body["metadata"]["namespace"]
-        if isinstance(action, EnsureDriver):
-            self._ensure_driver(body, action)
-            return None
-        if isinstance(action, DeletePod):
-            logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
-            self.kube.delete_pod(namespace, action.name)
-            return None
-        if isinstance(action, RescaleInPlace):
-            return self._rescale(body, action)
-        if isinstance(action, CreateSavepointResource):
-            self.kube.create_savepoint(namespace, _savepoint_body(body, action))
-            return None
-        if isinstance(action, SetSavepointStatus):
-            status = {"phase": action.phase, "path": action.path, "message": action.message or None}
-            self.kube.patch_savepoint_status(namespace, action.name, {**status, "time": format_time(self.clock())})
-            return 0.0
-        self.kube.delete_savepoint(namespace, action.name)
-        return None
+        match action:
+            case EnsureDriver():
+                self._ensure_driver(body, action)
+                return None
+            case DeletePod():
+                logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
+                self.kube.delete_pod(namespace, action.name)
+                return None
+            case RescaleInPlace():
+                return self._rescale(body, action)
+            case CreateSavepointResource():
+                app = body["metadata"]["name"]
+                resource = savepoint_resource(namespace, app, action.name, action.reason, operator_made=True)
+                self.kube.create_savepoint(namespace, resource)
+                return None
+            case TakeSavepoint():
+                self._take_savepoint(body, action)
+                return 0.0
+            case SetSavepointStatus():
+                status = {"phase": action.phase, "path": action.path, "message": action.message or None}
+                self.kube.patch_savepoint_status(namespace, action.name, {**status, "time": format_time(self.clock())})
+                return 0.0
+            case DeleteSavepointResource():
+                self.kube.delete_savepoint(namespace, action.name)
+                return None
+            case _:
+                assert_never(action)
 
     def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The current driver's status document, when its pod runs and it answers (else None)."""
@@ -240,17 +249,6 @@ class Reconciler:
             logger.warning("rescale of %s/%s failed; will retry", metadata["namespace"], metadata["name"])
             return DRIVER_RETRY_SECONDS
         return None
-
-
-def _savepoint_body(app: dict[str, Any], action: CreateSavepointResource) -> dict[str, Any]:
-    metadata = app["metadata"]
-    labels = {**names.app_labels(metadata["name"]), CREATED_BY: CREATED_BY_OPERATOR}
-    return {
-        "apiVersion": models.API_VERSION,
-        "kind": models.SAVEPOINT_KIND,
-        "metadata": {"name": action.name, "namespace": metadata["namespace"], "labels": labels},
-        "spec": {"appName": metadata["name"], "reason": action.reason},
-    }
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

@@ -12,7 +12,6 @@ from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import DeletePod, EnsureDriver
 from headrace.core.timefmt import format_time
 
-START_DRIVER = "StartDriver"
 FENCE_POLL_SECONDS = 1.0
 PENDING_POLL_SECONDS = 5.0
 
@@ -40,7 +39,7 @@ def start_attempt(
     )
     builder.status.run = started
     builder.status.pendingOperation = PendingOperation(
-        kind=START_DRIVER, step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
+        kind="StartDriver", step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
     )
     builder.status.lastReconciledSpec = spec_json(spec)
     builder.status.executors = spec.executor.instances

@@ -89,11 +89,14 @@ Action = (
 )
 
 
+EventType = Literal["Normal", "Warning"]
+
+
 @dataclass(frozen=True)
 class Event:
     """A Kubernetes Event about the app (reason in CamelCase)."""
 
-    type: Literal["Normal", "Warning"]
+    type: EventType
     reason: str
     message: str
 

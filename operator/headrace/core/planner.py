@@ -25,12 +25,13 @@ Never: I/O or the clock.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import assert_never
 
 from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_RESTORE_INCOMPATIBLE
 from headrace.core import savepoints
-from headrace.core.attempts import START_DRIVER, continue_start, fence_strays, next_attempt, start_attempt
+from headrace.core.attempts import continue_start, fence_strays, next_attempt, start_attempt
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
@@ -42,7 +43,6 @@ from headrace.core.validation import validate_spec
 
 __all__ = ["AppView", "decide", "parse_spec_json", "spec_hash", "spec_json"]
 
-RESTART = "Restart"
 PENDING_POLL_SECONDS = 5.0
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 RESTORE_POLL_SECONDS = 10.0
@@ -66,14 +66,19 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
         return builder.plan()
     pod = observation.driver(run.number, run.attempt)
     pending = builder.status.pendingOperation
-    if pending is not None and pending.kind == START_DRIVER:
-        continue_start(builder, observation, run)
-    elif pending is not None and pending.kind == RESTART:
-        _continue_restart(builder, spec, observation, run)
-    elif pending is not None and pending.kind in savepoints.OPERATIONS:
-        savepoints.continue_operation(builder, spec, observation, pod)
-    elif builder.status.phase == "Suspended":
-        _while_suspended(builder, spec, observation)
+    if pending is None:
+        if builder.status.phase == "Suspended":
+            _while_suspended(builder, spec, observation)
+    else:
+        match pending.kind:
+            case "StartDriver":
+                continue_start(builder, observation, run)
+            case "Restart":
+                _continue_restart(builder, spec, observation, run)
+            case "Savepoint" | "Upgrade" | "Suspend" as kind:
+                savepoints.continue_operation(builder, spec, observation, pod, kind)
+            case _:
+                assert_never(pending.kind)
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run)
         _evaluate_driver(builder, spec, observation, pod)
@@ -289,7 +294,7 @@ def _failure(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, re
             warning=True,
         )
     builder.status.pendingOperation = PendingOperation(
-        kind=RESTART, step="Backoff", startedAt=format_time(builder.now), detail=detail
+        kind="Restart", step="Backoff", startedAt=format_time(builder.now), detail=detail
     )
     builder.event("DriverFailed", f"{message}; restarting from the latest checkpoint in {delay:g}s", warning=True)
     builder.phase("Restarting", f"restarting after {reason}", warning=True)
@@ -370,7 +375,7 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
     builder.status.lastReconciledSpec = spec_json(spec)
     if wanted is not None and spec.state.savepointDir:
         reason, name = wanted
-        savepoints.begin(builder, spec, pod, kind=savepoints.SAVEPOINT, reason=reason, name=name)
+        savepoints.begin(builder, spec, pod, kind="Savepoint", reason=reason, name=name)
 
 
 def _disruptive_change(
@@ -388,7 +393,7 @@ def _disruptive_change(
     if needs_savepoint and not ready:
         builder.requeue(PENDING_POLL_SECONDS)
     elif spec.job.state == "suspended":
-        savepoints.begin(builder, spec, pod, kind=savepoints.SUSPEND, reason="suspend")
+        savepoints.begin(builder, spec, pod, kind="Suspend", reason="suspend")
     elif kind is not None:
         _upgrade(builder, spec, observation, kind=kind, run=run, pod=pod)
 
@@ -419,7 +424,7 @@ def _upgrade(
                 f"state.partitions {running.state.partitions} -> {spec.state.partitions}: the savepoint is "
                 "repartitioned offline before the new run restores it",
             )
-        savepoints.begin(builder, spec, pod, kind=savepoints.UPGRADE, reason="upgrade")
+        savepoints.begin(builder, spec, pod, kind="Upgrade", reason="upgrade")
         return
     if mode == "stateless":
         builder.event("StatelessUpgrade", f"starting run {run.number + 1} with empty state (upgradeMode stateless)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from headrace.api.models import Backoff, RestartPolicy, RestartStatus
+from headrace.api.models import Backoff, RestartPolicy, RestartStatus, StreamingAppStatus
 from headrace.core.durations import parse_duration
 from headrace.core.timefmt import format_time, parse_time
 
@@ -50,3 +50,13 @@ def healthy_reset(
     if now - running_since < timedelta(seconds=parse_duration(policy.healthyAfter)):
         return restarts
     return restarts.model_copy(update={"consecutive": 0})
+
+
+def restart_begun(previous: StreamingAppStatus, new: StreamingAppStatus) -> bool:
+    """Whether a decision from `previous` to `new` scheduled a restart: a new Restart operation is pending
+    (a failure that gives up, or a terminal one, schedules none)."""
+    pending = new.pendingOperation
+    if pending is None or pending.kind != "Restart":
+        return False
+    was = previous.pendingOperation
+    return was is None or was.kind != "Restart" or was.startedAt != pending.startedAt

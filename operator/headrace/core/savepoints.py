@@ -20,9 +20,11 @@ Never: I/O or the clock.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import assert_never
 
 from headrace.api import names
-from headrace.api.models import PendingOperation, SavepointRef, StreamingAppSpec
+from headrace.api.models import PendingOperation, Phase, SavepointRef, StreamingAppSpec
+from headrace.api.vocabulary import SavepointOperationKind
 from headrace.core.attempts import next_attempt, start_attempt
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.durations import parse_duration
@@ -36,12 +38,13 @@ from headrace.core.plan import (
 )
 from headrace.core.timefmt import format_time, parse_time
 
-SAVEPOINT = "Savepoint"
-UPGRADE = "Upgrade"
-SUSPEND = "Suspend"
-OPERATIONS = (SAVEPOINT, UPGRADE, SUSPEND)
 INTERRUPTED = "interrupted: the operator restarted while the savepoint was being taken"
 MAX_TRIES = 3  # an Upgrade or Suspend asks for its savepoint this often before it gives up
+_PHASES: dict[SavepointOperationKind, Phase] = {
+    "Savepoint": "Savepointing",
+    "Upgrade": "Upgrading",
+    "Suspend": "Savepointing",
+}
 SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is still taking is looked at
 SILENT_DRIVER_GRACE_SECONDS = 30.0  # a driver that exits after stopping is silent before its pod terminates
 
@@ -57,7 +60,7 @@ def begin(
     spec: StreamingAppSpec,
     pod: DriverPod,
     *,
-    kind: str,
+    kind: SavepointOperationKind,
     reason: str,
     name: str | None = None,
     tries: int = 1,
@@ -71,9 +74,8 @@ def begin(
         startedAt=format_time(builder.now),
         detail={"savepoint": name, "reason": reason, "target": spec_hash(spec), "try": str(tries)},
     )
-    _request(builder, spec, pod, name, reason, stop=kind != SAVEPOINT, create=True)
-    phase = {SAVEPOINT: "Savepointing", UPGRADE: "Upgrading", SUSPEND: "Savepointing"}[kind]
-    builder.phase(phase, f"taking savepoint {name} ({reason})")  # type: ignore[arg-type]
+    _request(builder, spec, pod, name, reason, stop=kind != "Savepoint", create=True)
+    builder.phase(_PHASES[kind], f"taking savepoint {name} ({reason})")
     builder.condition("Progressing", "True", kind, f"savepoint {name}")
 
 
@@ -89,9 +91,13 @@ def _request(
 
 
 def continue_operation(
-    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    pod: DriverPod | None,
+    kind: SavepointOperationKind,
 ) -> None:
-    """One step of a pending Savepoint, Upgrade or Suspend."""
+    """One step of the pending Savepoint, Upgrade or Suspend (`kind`: the pending operation's)."""
     pending = builder.status.pendingOperation
     assert pending is not None
     name = pending.detail.get("savepoint", "")
@@ -99,17 +105,17 @@ def continue_operation(
     resource = observation.savepoint(name)
     if resource is None or resource.phase in (None, "Pending"):
         if pod is None or pod.phase != "Running":
-            _finish_failed(builder, spec, pod, name, "the driver is not running")
+            _finish_failed(builder, spec, pod, name, "the driver is not running", kind=kind)
             return
-        _request(builder, spec, pod, name, reason, stop=pending.kind != SAVEPOINT, create=resource is None)
+        _request(builder, spec, pod, name, reason, stop=kind != "Savepoint", create=resource is None)
         return
     if resource.phase == "InProgress":
         _settle_interrupted(builder, pod, observation.progress, name)
         return
     if resource.phase == "Succeeded":
-        _finish_succeeded(builder, spec, observation, pod, resource)
+        _finish_succeeded(builder, spec, observation, pod, resource, kind=kind)
     else:
-        _finish_failed(builder, spec, pod, name, "see the StreamingSavepoint's status")
+        _finish_failed(builder, spec, pod, name, "see the StreamingSavepoint's status", kind=kind)
 
 
 def _settle_interrupted(builder: Builder, pod: DriverPod | None, progress: DriverProgress | None, name: str) -> None:
@@ -149,45 +155,61 @@ def _is_savepoint(builder: Builder, path: str, name: str) -> bool:
 
 
 def _finish_succeeded(
-    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None, done: SavepointResource
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    pod: DriverPod | None,
+    done: SavepointResource,
+    *,
+    kind: SavepointOperationKind,
 ) -> None:
-    pending = builder.status.pendingOperation
-    assert pending is not None
     assert done.path is not None
     builder.status.latestSavepoint = SavepointRef(name=done.name, path=done.path, batchId=done.batch_id, time=done.time)
     builder.event("SavepointCompleted", f"savepoint {done.name} at {done.path}")
     builder.status.pendingOperation = None
     run = builder.status.run
     assert run is not None
-    if pending.kind == UPGRADE:
-        builder.event("SavepointUpgrade", f"starting run {run.number + 1} from savepoint {done.name}")
-        start_attempt(
-            builder, spec, observation, run=run.number + 1, attempt=1, restore_from=done.path, why="Upgrading"
-        )
-    elif pending.kind == SUSPEND:
-        _suspended(builder, pod, done.path)
-    else:
-        builder.condition("Progressing", "False", "Stable", "")
-        builder.phase("Running", f"savepoint {done.name} completed")
+    match kind:
+        case "Upgrade":
+            builder.event("SavepointUpgrade", f"starting run {run.number + 1} from savepoint {done.name}")
+            start_attempt(
+                builder, spec, observation, run=run.number + 1, attempt=1, restore_from=done.path, why="Upgrading"
+            )
+        case "Suspend":
+            _suspended(builder, pod, done.path)
+        case "Savepoint":
+            builder.condition("Progressing", "False", "Stable", "")
+            builder.phase("Running", f"savepoint {done.name} completed")
+        case _:
+            assert_never(kind)
 
 
-def _finish_failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, name: str, why: str) -> None:
+def _finish_failed(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    pod: DriverPod | None,
+    name: str,
+    why: str,
+    *,
+    kind: SavepointOperationKind,
+) -> None:
     pending = builder.status.pendingOperation
     assert pending is not None
     builder.status.pendingOperation = None
     builder.event("SavepointFailed", f"savepoint {name} failed: {why}", warning=True)
     tries = int(pending.detail.get("try", "1"))
-    if pending.kind in (UPGRADE, SUSPEND) and tries < MAX_TRIES and pod is not None and pod.phase == "Running":
+    stops = kind != "Savepoint"  # an Upgrade or a Suspend: it needs its savepoint
+    if stops and tries < MAX_TRIES and pod is not None and pod.phase == "Running":
         reason = pending.detail.get("reason", "upgrade")
         builder.event("SavepointRetry", f"asking for another savepoint (try {tries + 1} of {MAX_TRIES})")
-        begin(builder, spec, pod, kind=pending.kind, reason=reason, name=f"{name}-{tries + 1}", tries=tries + 1)
+        begin(builder, spec, pod, kind=kind, reason=reason, name=f"{name}-{tries + 1}", tries=tries + 1)
         return
     builder.condition("Progressing", "False", "SavepointFailed", why)
-    if pending.kind in (UPGRADE, SUSPEND):
+    if stops:
         builder.status.failedSpecHash = pending.detail.get("target")
-        action = "upgrade" if pending.kind == UPGRADE else "suspend"
+        action = "upgrade" if kind == "Upgrade" else "suspend"
         builder.report_error(
-            f"{pending.kind}Failed",
+            f"{kind}Failed",
             f"the {action} needs a savepoint and savepoint {name} failed ({why}); the previous driver keeps "
             "running from its checkpoint. Change the spec (or bump restartNonce) to try again",
         )

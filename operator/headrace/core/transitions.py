@@ -34,7 +34,6 @@ from typing import Final, Literal, get_args
 from headrace.api.models import RunStatus, StreamingAppStatus
 from headrace.core.builder import parse_spec_json
 from headrace.core.conditions import get_condition
-from headrace.core.savepoints import SUSPEND, UPGRADE
 from headrace.core.timefmt import parse_time
 
 Transition = Literal["deploy", "recover", "upgrade", "rescale", "suspend", "resume"]
@@ -80,8 +79,8 @@ def step(underway: Underway | None, previous: StreamingAppStatus, new: Streaming
 def adopted(status: StreamingAppStatus) -> Underway | None:
     """The transition a status shows in progress, for an operator that did not see it start."""
     pending = status.pendingOperation
-    if pending is not None and pending.kind in (UPGRADE, SUSPEND):
-        kind: Transition = "upgrade" if pending.kind == UPGRADE else "suspend"
+    if pending is not None and pending.kind in ("Upgrade", "Suspend"):
+        kind: Transition = "upgrade" if pending.kind == "Upgrade" else "suspend"
         return Underway(kind, parse_time(pending.startedAt))
     if _ready(status) or status.run is None:
         return None
@@ -115,8 +114,8 @@ def _started(
         return _new_attempt(underway, previous, new, now)
     kind = new.pendingOperation.kind if new.pendingOperation is not None else None
     was = previous.pendingOperation.kind if previous.pendingOperation is not None else None
-    if kind in (UPGRADE, SUSPEND) and was != kind:
-        return Underway("upgrade" if kind == UPGRADE else "suspend", now)
+    if kind in ("Upgrade", "Suspend") and was != kind:
+        return Underway("upgrade" if kind == "Upgrade" else "suspend", now)
     entering_suspended = new.phase == "Suspended" and previous.phase not in (None, "Suspended")
     if entering_suspended and (underway is None or underway.transition != "suspend"):
         return Underway("suspend", now)
@@ -155,7 +154,7 @@ def _abandoned(underway: Underway, previous: StreamingAppStatus, new: StreamingA
         return False
     was = previous.pendingOperation.kind if previous.pendingOperation is not None else None
     return (
-        was in (UPGRADE, SUSPEND)
+        was in ("Upgrade", "Suspend")
         and new.pendingOperation is None
         and _attempt(new.run) == _attempt(previous.run)
         and new.phase != "Suspended"

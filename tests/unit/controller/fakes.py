@@ -1,0 +1,113 @@
+"""Fakes at the I/O boundary of the reconciler: a cluster kept in dicts, and a driver that answers.
+
+`FakeKube` stands in for `KubeClient` (the only object the reconciler asks the API server through): it
+holds apps, savepoints, pods and secrets, and records every write as a `(method, name)` call.
+`FakeDriver` stands in for `DriverControl` and records what it was asked.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from headrace.adapters.driver import DriverControl
+from headrace.adapters.kube import KubeClient
+
+
+class FakeKube(KubeClient):
+    """A cluster in memory; `calls` lists the writes in order."""
+
+    def __init__(self) -> None:  # no API client: nothing here talks to a server
+        self.component = "test"
+        self.apps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.savepoints: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, str]] = {}
+        self.created: list[dict[str, Any]] = []
+        self.events: list[str] = []
+        self.calls: list[tuple[str, str]] = []
+
+    def get_app(self, namespace: str, name: str) -> dict[str, Any] | None:
+        app = self.apps.get((namespace, name))
+        return copy.deepcopy(app) if app is not None else None
+
+    def replace_app_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        metadata = body["metadata"]
+        self.calls.append(("replace_app_status", metadata["name"]))
+        stored = self.apps[(metadata["namespace"], metadata["name"])]
+        stored["status"] = copy.deepcopy(status)
+        return copy.deepcopy(stored)
+
+    def patch_app_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.calls.append(("patch_app_status", name))
+        self.apps[(namespace, name)].setdefault("status", {}).update(copy.deepcopy(status))
+
+    def list_savepoints(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(item)
+            for (space, _), item in self.savepoints.items()
+            if space == namespace and item["spec"]["appName"] == app
+        ]
+
+    def create_savepoint(self, namespace: str, body: dict[str, Any]) -> None:
+        self.calls.append(("create_savepoint", body["metadata"]["name"]))
+        self.savepoints[(namespace, body["metadata"]["name"])] = copy.deepcopy(body)
+
+    def patch_savepoint_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.calls.append(("patch_savepoint_status", name))
+        self.savepoints[(namespace, name)].setdefault("status", {}).update(status)
+
+    def delete_savepoint(self, namespace: str, name: str) -> None:
+        self.calls.append(("delete_savepoint", name))
+        self.savepoints.pop((namespace, name), None)
+
+    def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(pod)
+            for (space, _), pod in self.pods.items()
+            if space == namespace and pod["metadata"]["labels"].get("headrace.dev/app") == app
+        ]
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        self.calls.append(("delete_pod", name))
+        self.pods.pop((namespace, name), None)
+
+    def create(self, obj: dict[str, Any]) -> None:
+        metadata = obj["metadata"]
+        self.calls.append((f"create {obj['kind']}", metadata["name"]))
+        self.created.append(copy.deepcopy(obj))
+        if obj["kind"] == "Pod":
+            self.pods.setdefault((metadata["namespace"], metadata["name"]), copy.deepcopy(obj))
+        if obj["kind"] == "Secret":
+            self.secrets.setdefault((metadata["namespace"], metadata["name"]), dict(obj.get("stringData") or {}))
+
+    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        return self.secrets.get((namespace, name), {}).get(key)
+
+    def prune_attempt_objects(self, namespace: str, app: str, keep_run: int, keep_attempt: int) -> list[str]:
+        self.calls.append(("prune_attempt_objects", f"{app}-r{keep_run}-a{keep_attempt}"))
+        return []
+
+    def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:
+        self.events.append(reason)
+
+
+class FakeDriver(DriverControl):
+    """A driver that answers every request (its status document is `document`); `calls` lists the requests."""
+
+    def __init__(self, document: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.document = document or {"phase": "Running", "queries": []}
+        self.calls: list[tuple[str, str]] = []
+
+    def status(self, address: str, token: str) -> dict[str, Any]:
+        return copy.deepcopy(self.document)
+
+    def savepoint(self, address: str, token: str, *, path: str, reason: str, stop: bool) -> dict[str, Any]:
+        self.calls.append(("stop-with-savepoint" if stop else "savepoint", path))
+        return {"path": path, "sizeBytes": 10, "queries": [{"batchId": 4}]}
+
+    def rescale(self, address: str, token: str, executors: int) -> dict[str, Any]:
+        self.calls.append(("rescale", str(executors)))
+        return {"requested": executors}

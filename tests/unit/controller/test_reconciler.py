@@ -1,0 +1,144 @@
+"""The reconciler against a fake cluster: what each planned action does to the cluster, and the order
+of a reconciliation (status first, then actions). The fakes sit at the I/O boundary (`fakes.py`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from headrace.api import models, names
+from headrace.controller.metrics import ACTIONS, OperatorMetrics
+from headrace.controller.reconciler import Reconciler
+from headrace.core.plan import (
+    Action,
+    CreateSavepointResource,
+    DeletePod,
+    DeleteSavepointResource,
+    EnsureDriver,
+    RescaleInPlace,
+    SetSavepointStatus,
+    TakeSavepoint,
+)
+from headrace.render import manifests
+from tests.unit.builders import T0, spec
+
+from .fakes import FakeDriver, FakeKube
+
+NAMESPACE, APP = "analytics", "clicks"
+DRIVER = "clicks-r1-a1-driver"
+
+
+def app_body(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": models.APP_KIND,
+        "metadata": {"name": APP, "namespace": NAMESPACE, "uid": "uid-1", "generation": 1},
+        "spec": spec().model_dump(mode="json", exclude_none=True),
+        "status": status or {},
+    }
+
+
+def cluster() -> tuple[FakeKube, FakeDriver, Reconciler, OperatorMetrics]:
+    kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
+    kube.apps[(NAMESPACE, APP)] = app_body()
+    kube.secrets[(NAMESPACE, names.control_secret(APP))] = {manifests.TOKEN_KEY: "token"}
+    return kube, driver, Reconciler(kube, driver, metrics, lambda: T0), metrics
+
+
+def with_savepoint(kube: FakeKube, name: str) -> None:
+    kube.savepoints[(NAMESPACE, name)] = {"metadata": {"name": name}, "spec": {"appName": APP, "reason": "manual"}}
+
+
+ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] = [
+    # action, the cluster writes it makes, the driver requests it makes
+    (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
+    (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
+    (CreateSavepointResource(name="sp-1", reason="manual"), [("create_savepoint", "sp-1")], []),
+    (
+        TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="s3a://b/sp-1", reason="upgrade", stop=True),
+        [("patch_savepoint_status", "sp-1"), ("patch_savepoint_status", "sp-1")],
+        [("stop-with-savepoint", "s3a://b/sp-1")],
+    ),
+    (SetSavepointStatus(name="sp-1", phase="Succeeded", path="s3a://b/sp-1"), [("patch_savepoint_status", "sp-1")], []),
+    (DeleteSavepointResource(name="sp-1"), [("delete_savepoint", "sp-1")], []),
+]
+
+
+@pytest.mark.parametrize(("action", "writes", "requests"), ACTION_TABLE, ids=lambda item: type(item).__name__)
+def test_each_action_makes_exactly_its_calls(
+    action: Action, writes: list[tuple[str, str]], requests: list[tuple[str, str]]
+) -> None:
+    kube, driver, reconciler, metrics = cluster()
+    with_savepoint(kube, "sp-1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    assert kube.calls == writes
+    assert driver.calls == requests
+    assert metrics.registry.get_sample_value("headrace_actions_total", {"action": type(action).__name__}) == 1
+
+
+def test_only_the_delete_action_deletes_a_savepoint() -> None:
+    deleting = [action for action, writes, _ in ACTION_TABLE if ("delete_savepoint", "sp-1") in writes]
+    assert [type(action) for action in deleting] == [DeleteSavepointResource]
+    assert {type(action).__name__ for action, _, _ in ACTION_TABLE} | {"EnsureDriver"} == set(ACTIONS)
+
+
+def test_ensure_driver_creates_the_attempt_objects_after_its_secret() -> None:
+    kube, _, reconciler, _ = cluster()
+    action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    kinds = [call[0] for call in kube.calls]
+    assert kinds[:2] == ["create Secret", "prune_attempt_objects"]
+    assert kinds[-1] == "create Pod" and "delete_savepoint" not in kinds
+    assert ("create Pod", "clicks-r1-a2-driver") in kube.calls
+
+
+def test_a_new_app_records_its_intent_before_creating_anything() -> None:
+    kube, _, reconciler, metrics = cluster()
+    delay = reconciler.reconcile(NAMESPACE, APP)
+    assert delay is not None
+    assert kube.calls[0] == ("replace_app_status", APP)
+    assert kube.apps[(NAMESPACE, APP)]["status"]["pendingOperation"]["kind"] == "StartDriver"
+    assert [call[0] for call in kube.calls[1:]][-1] == "create Pod"
+    assert not [call for call in kube.calls if call[0] in ("delete_savepoint", "delete_pod")]
+    assert metrics.registry.get_sample_value("headrace_actions_total", {"action": "EnsureDriver"}) == 1
+
+
+def test_the_operators_savepoint_carries_the_created_by_label() -> None:
+    kube, _, reconciler, _ = cluster()
+    reconciler._act(kube.apps[(NAMESPACE, APP)], CreateSavepointResource(name="sp-9", reason="periodic"))
+    created = kube.savepoints[(NAMESPACE, "sp-9")]
+    assert created["metadata"]["labels"][names.CREATED_BY] == names.CREATED_BY_OPERATOR
+    assert created["spec"] == {"appName": APP, "reason": "periodic"}
+
+
+def _failed_pod(reason: str | None) -> dict[str, Any]:
+    terminated: dict[str, Any] = {"exitCode": 1}
+    if reason:
+        terminated["message"] = json.dumps({"reason": reason, "message": "boom"})
+    return {
+        "metadata": {
+            "name": DRIVER,
+            "namespace": NAMESPACE,
+            "labels": {"headrace.dev/app": APP, "headrace.dev/run": "1", "headrace.dev/attempt": "1"},
+        },
+        "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": terminated}}]},
+    }
+
+
+@pytest.mark.parametrize(("reason", "label"), [(None, "DriverFailed"), ("QueryFailed", "Other")])
+def test_a_scheduled_restart_counts_once_by_reason(reason: str | None, label: str) -> None:
+    kube, _, reconciler, metrics = cluster()
+    reconciler.reconcile(NAMESPACE, APP)  # run 1 starts: its pod exists
+    kube.pods[(NAMESPACE, DRIVER)] = _failed_pod(reason)
+    reconciler.clock = lambda: T0 + timedelta(seconds=60)
+    reconciler.reconcile(NAMESPACE, APP)
+    reconciler.reconcile(NAMESPACE, APP)  # still backing off: no second count
+    restarts = {
+        name: metrics.registry.get_sample_value("headrace_driver_restarts_total", {"reason": name})
+        for name in ("DriverFailed", "Other")
+    }
+    assert restarts == {name: (1.0 if name == label else 0.0) for name in restarts}
