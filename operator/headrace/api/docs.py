@@ -12,9 +12,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel
-
 from headrace.api import crd, models
+from headrace.api.change_kinds import change_kinds
+
+__all__ = ["change_kinds", "reference_markdown"]
 
 CHANGE_TEXT = {
     models.ChangeKind.IGNORE: "applied without a restart",
@@ -29,37 +30,6 @@ Generated from the pydantic models in `operator/headrace/api/models.py` by
 `python -m headrace.api.docs > docs/reference.md`. Do not edit by hand: a test fails when this file
 and the models disagree. The API group is `{group}`, version `{version}`.
 """
-
-
-def _declared_change(model: type[BaseModel], name: str) -> models.ChangeKind | None:
-    for item in model.model_fields[name].metadata:
-        if isinstance(item, models.ChangeKind):
-            return item
-    return None
-
-
-def _nested_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
-    annotation = model.model_fields[name].annotation
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, models.Model):
-            return candidate
-    return None
-
-
-def change_kinds(
-    model: type[BaseModel], prefix: str, inherited: models.ChangeKind = models.ChangeKind.UPGRADE
-) -> dict[str, models.ChangeKind]:
-    """Field path -> what a change of it requires; undeclared fields inherit their parent's kind."""
-    kinds: dict[str, models.ChangeKind] = {}
-    for name in model.model_fields:
-        path = f"{prefix}.{name}"
-        declared = _declared_change(model, name)
-        kind = inherited if declared is None else declared
-        kinds[path] = kind
-        nested = _nested_model(model, name)
-        if nested is not None:
-            kinds.update(change_kinds(nested, path, kind))
-    return kinds
 
 
 def _cell(text: str) -> str:

@@ -1,7 +1,7 @@
 """Classify a spec change by what it requires: the largest change kind among the changed fields wins.
 
-Each model field declares its kind (`headrace.api.models.change(...)`); fields that declare nothing
-are upgrades. Free-form and list fields count as changed as a whole.
+Each field's kind comes from `headrace.api.change_kinds` (declared on the model, else its parent's,
+else an upgrade). Free-form and list fields count as changed as a whole.
 Never: I/O.
 """
 
@@ -11,25 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from headrace.api.change_kinds import field_kinds
 from headrace.api.models import ChangeKind, StreamingAppSpec
-
-
-def _declared_kind(model: type[BaseModel], name: str) -> ChangeKind | None:
-    field = model.model_fields[name]
-    for item in field.metadata:
-        if isinstance(item, ChangeKind):
-            return item
-    return None
-
-
-def _nested_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
-    annotation = model.model_fields[name].annotation
-    for candidate in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel) and candidate.model_fields:
-            if candidate.model_config.get("extra") == "allow":
-                return None
-            return candidate
-    return None
 
 
 def _walk(model: type[BaseModel], old: Any, new: Any, inherited: ChangeKind) -> ChangeKind | None:
@@ -38,13 +21,10 @@ def _walk(model: type[BaseModel], old: Any, new: Any, inherited: ChangeKind) -> 
     if not isinstance(old, dict) or not isinstance(new, dict):
         return inherited
     largest: ChangeKind | None = None
-    for name in model.model_fields:
+    for name, kind, nested in field_kinds(model, inherited):
         old_value, new_value = old.get(name), new.get(name)
         if old_value == new_value:
             continue
-        declared = _declared_kind(model, name)
-        kind = inherited if declared is None else declared
-        nested = _nested_model(model, name)
         found = _walk(nested, old_value, new_value, kind) if nested is not None else kind
         if found is not None and (largest is None or found > largest):
             largest = found
