@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from headrace.api import spark_defaults
 from headrace.runtime.checkpoint_files import (
     IncompleteCheckpointError,
     StatefulOperator,
@@ -21,7 +22,7 @@ from headrace.runtime.control import authorized
 from headrace.runtime.progress import kafka_backlog, summarize, watermark_lag_seconds
 from headrace.runtime.restore import operator_problems, partition_decision, plan_operators, sink_ahead_problem
 from headrace.runtime.settings import SettingsError, settings_from_env
-from headrace.runtime.sparkconf import merged_conf, parse_spark_defaults, render_spark_defaults
+from headrace.runtime.sparkconf import merged_conf
 
 CHECKPOINT = [
     "metadata",
@@ -244,7 +245,7 @@ def test_spark_conf_in_a_pod_and_locally() -> None:
     local = merged_conf(settings_from_env({}), {})
     assert local["spark.master"] == "local[2]"
     assert local["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
-    assert parse_spark_defaults(render_spark_defaults(conf)) == conf
+    assert spark_defaults.parse(spark_defaults.render(conf)) == conf
 
 
 def test_bearer_token_check() -> None:

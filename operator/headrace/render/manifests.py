@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from headrace.api import names
+from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
 from headrace.core.validation import spark_conf_problem
@@ -89,7 +89,6 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         "spark.driver.port": str(contract.DRIVER_PORT),
         "spark.blockManager.port": str(contract.BLOCK_MANAGER_PORT),
         "spark.ui.port": str(contract.SPARK_UI_PORT),
-        "spark.sql.shuffle.partitions": str(spec.state.partitions),
     }
     for key, value in {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}.items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
@@ -110,8 +109,8 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
 
 
 def render_spark_defaults(conf: dict[str, str]) -> str:
-    """The text of spark-defaults.conf."""
-    return "".join(f"{key} {value}\n" for key, value in sorted(conf.items()))
+    """The text of spark-defaults.conf (escaped as Spark reads it: `headrace.api.spark_defaults`)."""
+    return spark_defaults.render(conf)
 
 
 def executor_pod_template(attempt: Attempt) -> dict[str, Any]:

@@ -2,46 +2,27 @@
 
 Owns: reading the operator's mounted ``spark-defaults.conf``, adding the runtime's keys (state
 store backend, state partitions, driver host, pod name, master) and writing the merged file into
-the runtime's own configuration directory before the JVM starts.
+the runtime's own configuration directory before the JVM starts (the file format is
+``headrace.api.spark_defaults``). The runtime alone sets the state keys: the operator passes them
+as HEADRACE_STATE_BACKEND and HEADRACE_STATE_PARTITIONS.
 Never: starts Spark, or overrides a master the user or operator configured.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
 from headrace.api import runtime_contract as contract
+from headrace.api import spark_defaults
 from headrace.runtime.settings import RuntimeSettings
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 DEFAULTS_FILE = "spark-defaults.conf"
-_SEPARATOR = re.compile(r"\s*[=:\s]\s*")
-
-
-def parse_spark_defaults(text: str) -> dict[str, str]:
-    """Parse the ``key value`` lines of a spark-defaults file (comments and blanks ignored)."""
-    conf: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        parts = _SEPARATOR.split(line, maxsplit=1)
-        conf[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
-    return conf
-
-
-def render_spark_defaults(conf: Mapping[str, str]) -> str:
-    """Render a configuration as a spark-defaults file, one sorted ``key value`` line each."""
-    lines = ["# Written by headrace.runtime: the operator's spark-defaults plus what only the pod knows."]
-    for key in sorted(conf):
-        value = conf[key].replace("\\", "\\\\").replace("\n", "\\n")
-        lines.append(f"{key} {value}")
-    return "\n".join(lines) + "\n"
+HEADER = "Written by headrace.runtime: the operator's spark-defaults plus what only the pod knows."
 
 
 def state_store_conf(settings: RuntimeSettings) -> dict[str, str]:
@@ -100,7 +81,7 @@ def prepare_conf_dir(settings: RuntimeSettings, source_dir: str | None, target_d
                 shutil.copy2(entry, target_dir / entry.name)
         defaults = Path(source_dir) / DEFAULTS_FILE
         if defaults.is_file():
-            base = parse_spark_defaults(defaults.read_text(encoding="utf-8"))
+            base = spark_defaults.parse(defaults.read_text(encoding="utf-8"))
     conf = merged_conf(settings, base)
-    (target_dir / DEFAULTS_FILE).write_text(render_spark_defaults(conf), encoding="utf-8")
+    (target_dir / DEFAULTS_FILE).write_text(spark_defaults.render(conf, header=HEADER), encoding="utf-8")
     return conf
