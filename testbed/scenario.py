@@ -129,7 +129,9 @@ def windowed_counts_manifest(data_dir: Path, **spec_overrides: Any) -> dict[str,
         "--source", "files", "--input", f"{root}/input", "--output", f"file://{root}/output",
         "--trigger-seconds", "2", "--window", "1 minute", "--watermark", "30 seconds",
     ]  # fmt: skip
-    spec["state"].update({"checkpointDir": f"file://{root}/state", "savepointDir": f"file://{root}/savepoints"})
+    spec["state"].update(
+        {"checkpointDir": f"file://{root}/state", "savepointDir": f"file://{root}/savepoints", "allowNodeLocal": True}
+    )
     spec["volumes"] = [{"name": "data", "hostPath": {"path": root, "type": "Directory"}}]
     spec["volumeMounts"] = [{"name": "data", "mountPath": root}]
     spec["driver"] = {"cores": 1, "memory": "768m", "coreRequest": "250m"}

@@ -240,6 +240,7 @@ def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned() -> None:
             spec=spec(
                 executor__coreRequest="500m",
                 application={"file": "local:///app.py", "packages": ["a:b:1"], "pyFiles": ["x.py"]},
+                state__s3={"endpoint": "http://s3.s3.svc:9000", "credentialsSecret": {"name": "s3"}},
             ),
             spec_hash="h",
             checkpoint_dir="s3a://b/c",

@@ -111,6 +111,50 @@ class ExecutorSpec(Model):
     )
 
 
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]{1,253}$"
+
+
+class S3CredentialsSecret(Model):
+    """A Secret in the app's namespace holding an S3 access key pair. The operator passes both keys to the
+    driver and executor containers as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (secretKeyRef), which the
+    S3A connector's default credential chain reads; the values never enter a ConfigMap, Spark setting or status."""
+
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the Secret.")]
+    accessKeyIdKey: Annotated[
+        str, Field(pattern=SECRET_KEY_PATTERN, description="Key of the access key id in the Secret.")
+    ] = "accessKeyId"
+    secretAccessKeyKey: Annotated[
+        str, Field(pattern=SECRET_KEY_PATTERN, description="Key of the secret access key in the Secret.")
+    ] = "secretAccessKey"
+
+
+class S3Spec(Model):
+    """The S3-compatible object store behind s3a:// checkpoint and savepoint URIs (MinIO, Ceph, AWS S3...)."""
+
+    endpoint: Annotated[
+        str | None,
+        Field(
+            pattern=r"^https?://[^\s/]+(/.*)?$",
+            description="Endpoint URL, e.g. http://s3.s3.svc:9000 (http:// turns TLS off); unset means AWS S3.",
+        ),
+    ] = None
+    region: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$", description="Region the requests are signed for.")] = (
+        "us-east-1"
+    )
+    pathStyleAccess: Annotated[
+        bool,
+        Field(
+            description="Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint> (most S3 servers "
+            "other than AWS need true)."
+        ),
+    ] = False
+    credentialsSecret: Annotated[
+        S3CredentialsSecret | None,
+        Field(description="Secret with the access key pair; unset: the connector's default chain (e.g. IAM roles)."),
+    ] = None
+
+
 class StateSpec(Model):
     """Where checkpoints and savepoints live and how state is stored."""
 
@@ -118,8 +162,8 @@ class StateSpec(Model):
         str,
         Field(
             pattern=URI_PATTERN,
-            description="Root of the checkpoints (any Hadoop URI: s3a://, hdfs://, file:///mnt/state on a volume). "
-            "Each run gets <checkpointDir>/<namespace>/<app>/<run>.",
+            description="Root of the checkpoints (any Hadoop URI: s3a:// with spec.state.s3, hdfs://, "
+            "file:///mnt/state on a persistent volume). Each run gets <checkpointDir>/<namespace>/<app>/<run>.",
         ),
     ]
     savepointDir: Annotated[
@@ -142,6 +186,18 @@ class StateSpec(Model):
         ),
         change(ChangeKind.REDEPLOY),
     ] = 8
+    s3: Annotated[
+        S3Spec | None,
+        Field(description="Object store settings and credentials for s3a:// checkpointDir and savepointDir."),
+    ] = None
+    allowNodeLocal: Annotated[
+        bool,
+        Field(
+            description="Single node only: allow file:// checkpoints or savepoints on a node-local volume "
+            "(hostPath, emptyDir), which a driver rescheduled to another node cannot find. Refused otherwise."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = False
 
 
 class JobSpec(Model):

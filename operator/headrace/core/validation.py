@@ -49,7 +49,17 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.jars.packages": "spec.application.packages",
     "spark.submit.pyFiles": "spec.application.pyFiles",
     "spark.network.crypto.enabled": "the operator (RPC encryption is always on)",
+    "spark.hadoop.fs.s3a.endpoint": "spec.state.s3.endpoint",
+    "spark.hadoop.fs.s3a.endpoint.region": "spec.state.s3.region",
+    "spark.hadoop.fs.s3a.path.style.access": "spec.state.s3.pathStyleAccess",
+    "spark.hadoop.fs.s3a.connection.ssl.enabled": "spec.state.s3.endpoint (https:// or http://)",
+    "spark.hadoop.fs.s3a.aws.credentials.provider": "spec.state.s3.credentialsSecret",
 }
+# Suffixes of S3A keys that carry credentials: sparkConf is stored in a ConfigMap, so they are refused
+# (also per bucket, spark.hadoop.fs.s3a.bucket.<name>.<suffix>).
+S3A_SECRET_SUFFIXES = (".access.key", ".secret.key", ".session.token", ".encryption.key", ".server-side-encryption.key")
+S3_CREDENTIAL_ENV_NAMES = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
+NODE_LOCAL_VOLUME_TYPES = frozenset({"hostPath", "emptyDir"})
 # Whole families of keys the operator owns: prefix -> where the user sets it instead.
 OWNED_SPARK_CONF_PREFIXES: dict[str, str] = {
     "spark.kubernetes.authenticate.": "spec.serviceAccountName",
@@ -149,6 +159,12 @@ def spark_conf_problem(key: str, value: str) -> str | None:
         return (
             f"{key!r} is not a Spark key: keys are letters, digits and . _ - * [ ] / @ + (no whitespace, "
             "'=', ':' or control characters); fix the key"
+        )
+    normal = normalize_key(key)
+    if normal.startswith(("spark.hadoop.fs.s3a.", "spark.hadoop.fs.s3.")) and normal.endswith(S3A_SECRET_SUFFIXES):
+        return (
+            f"{key} would put a credential in the app's ConfigMap; put it in a Secret and reference it with "
+            "spec.state.s3.credentialsSecret"
         )
     owner = spark_conf_owner(key)
     if owner is not None:
@@ -343,20 +359,75 @@ def _volume_problems(spec: StreamingAppSpec) -> list[Problem]:
                     f"no volume named {name!r} in spec.volumes; add it there or fix the name",
                 )
             )
-    if spec.state.checkpointDir.startswith("file://"):
-        path = spec.state.checkpointDir.removeprefix("file://")
-        mount_paths = [str((mount.model_extra or {}).get("mountPath", "")) for mount in spec.volumeMounts]
-        if not any((mount and path.startswith(mount.rstrip("/") + "/")) or path == mount for mount in mount_paths):
-            problems.append(
-                Problem(
-                    "spec.state.checkpointDir",
-                    f"{spec.state.checkpointDir} is not on a volume: checkpoints would die with the pod; mount a "
-                    "persistent volume (spec.volumes and spec.volumeMounts) at a parent of this path",
-                )
-            )
+    problems += _state_location_problem(spec, "checkpointDir", spec.state.checkpointDir, "checkpoints")
+    if spec.state.savepointDir is not None:
+        problems += _state_location_problem(spec, "savepointDir", spec.state.savepointDir, "savepoints")
     return problems
+
+
+def _mount_volume(spec: StreamingAppSpec, path: str) -> dict[str, Any] | None:
+    """The volume mounted at the deepest parent of `path` (None: the path is on the container's own disk)."""
+    volumes = {str(volume.model_extra.get("name")): volume.model_extra for volume in spec.volumes if volume.model_extra}
+    best: tuple[int, dict[str, Any]] | None = None
+    for mount in spec.volumeMounts:
+        extra = mount.model_extra or {}
+        mount_path = str(extra.get("mountPath", "")).rstrip("/")
+        if mount_path and (path == mount_path or path.startswith(mount_path + "/")):
+            volume = volumes.get(str(extra.get("name")))
+            if volume is not None and (best is None or len(mount_path) > best[0]):
+                best = (len(mount_path), volume)
+    return best[1] if best else None
+
+
+def _state_location_problem(spec: StreamingAppSpec, field: str, uri: str, what: str) -> list[Problem]:
+    """A file:// state directory must be on a volume, and on a node-local one only with allowNodeLocal."""
+    if not uri.startswith("file://"):
+        return []
+    where = f"spec.state.{field}"
+    volume = _mount_volume(spec, uri.removeprefix("file://"))
+    if volume is None:
+        return [
+            Problem(
+                where,
+                f"{uri} is not on a volume: {what} would die with the pod; use object storage (s3a:// with "
+                "spec.state.s3) or mount a persistent volume (spec.volumes and spec.volumeMounts) at a parent "
+                "of this path",
+            )
+        ]
+    kind = volume_type(volume)
+    if kind in NODE_LOCAL_VOLUME_TYPES and not spec.state.allowNodeLocal:
+        return [
+            Problem(
+                where,
+                f"{uri} is on a {kind} volume, which stays on one node: a driver rescheduled elsewhere would not "
+                f"find its {what}; use object storage (s3a:// with spec.state.s3) or a persistentVolumeClaim, "
+                "or set spec.state.allowNodeLocal: true on a single-node cluster",
+            )
+        ]
+    return []
+
+
+def _s3_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """A credentialsSecret owns the AWS_* variables: a driver env entry would silently replace them."""
+    s3 = spec.state.s3
+    if s3 is None or s3.credentialsSecret is None:
+        return []
+    return [
+        Problem(
+            f"spec.driver.env[{index}].name",
+            f"{variable.model_extra.get('name')} is set from spec.state.s3.credentialsSecret; remove this entry "
+            "or the credentialsSecret",
+        )
+        for index, variable in enumerate(spec.driver.env)
+        if variable.model_extra and variable.model_extra.get("name") in S3_CREDENTIAL_ENV_NAMES
+    ]
 
 
 def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY) -> list[Problem]:
     """Everything wrong with a schema-valid spec, in a stable order (empty when it can be applied)."""
-    return [*_spark_conf_problems(spec), *_policy_problems(spec, policy), *_volume_problems(spec)]
+    return [
+        *_spark_conf_problems(spec),
+        *_policy_problems(spec, policy),
+        *_volume_problems(spec),
+        *_s3_problems(spec),
+    ]

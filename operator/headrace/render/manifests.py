@@ -21,6 +21,10 @@ EXECUTOR_TEMPLATE = "executor-pod-template.yaml"
 DRIVER_CONTAINER = "driver"
 EXECUTOR_CONTAINER = "executor"
 TOKEN_KEY = "token"
+S3A_PREFIX = "spark.hadoop.fs.s3a."
+AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+ENV_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
 DRIVER_OVERHEAD_FACTOR = 0.4  # the driver also runs the Python interpreter of the user's script
 EXECUTOR_OVERHEAD_FACTOR = 0.4  # and executors run Python workers
 
@@ -66,6 +70,39 @@ def _service_account_name(attempt: Attempt) -> str:
     return attempt.spec.serviceAccountName or names.service_account(attempt.app)
 
 
+def s3a_conf(spec: StreamingAppSpec) -> dict[str, str]:
+    """The S3A connector's non-secret settings from spec.state.s3 (credentials travel as env vars only)."""
+    s3 = spec.state.s3
+    if s3 is None:
+        return {}
+    conf = {
+        f"{S3A_PREFIX}endpoint.region": s3.region,
+        f"{S3A_PREFIX}path.style.access": "true" if s3.pathStyleAccess else "false",
+    }
+    if s3.endpoint:
+        conf[f"{S3A_PREFIX}endpoint"] = s3.endpoint
+        conf[f"{S3A_PREFIX}connection.ssl.enabled"] = "true" if s3.endpoint.startswith("https://") else "false"
+    if s3.credentialsSecret is not None:
+        # Only the environment: no instance-metadata lookups when the Secret's keys are missing.
+        conf[f"{S3A_PREFIX}aws.credentials.provider"] = ENV_CREDENTIALS_PROVIDER
+    return conf
+
+
+def s3_credentials_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the referenced Secret (secretKeyRef, never a value)."""
+    s3 = spec.state.s3
+    if s3 is None or s3.credentialsSecret is None:
+        return []
+    secret = s3.credentialsSecret
+    return [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}}
+        for name, key in (
+            (AWS_ACCESS_KEY_ID, secret.accessKeyIdKey),
+            (AWS_SECRET_ACCESS_KEY, secret.secretAccessKeyKey),
+        )
+    ]
+
+
 def spark_conf(attempt: Attempt) -> dict[str, str]:
     """spark-defaults.conf of the attempt: what the operator owns, then the user's extra settings."""
     spec = attempt.spec
@@ -96,6 +133,7 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
     # importable on executors too, where pickled functions are resolved; the user's sparkConf may override it.
     script_dir = posixpath.dirname(spec.application.file.removeprefix("local://"))
     conf["spark.executorEnv.PYTHONPATH"] = f"{script_dir}:{posixpath.dirname(script_dir)}"
+    conf.update(s3a_conf(spec))
     if spec.executor.coreRequest:
         conf["spark.kubernetes.executor.request.cores"] = spec.executor.coreRequest
     if spec.application.packages:
@@ -135,6 +173,9 @@ def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
             "volumes": [volume.model_dump() for volume in spec.volumes],
         },
     }
+    credentials = s3_credentials_env(spec)
+    if credentials:
+        ours["spec"]["containers"][0]["env"] = credentials
     result: dict[str, Any] = merge(ours, spec.executor.podTemplate.model_dump())
     return result
 
@@ -196,6 +237,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
             "name": contract.ENV_CONTROL_TOKEN,
             "valueFrom": {"secretKeyRef": {"name": names.control_secret(attempt.app), "key": TOKEN_KEY}},
         },
+        *s3_credentials_env(spec),
     ]
     return env + [variable.model_dump() for variable in spec.driver.env]
 
