@@ -20,10 +20,13 @@ import yaml
 from kubernetes import config
 from kubernetes.client import ApiClient
 
+from headrace.core.validation import RESTRICTED_VOLUME_TYPES
 from testbed import REPOSITORY, build, images, scenario
 from testbed.cluster import Cluster
 from testbed.controlplane import create_namespace, delete_namespace
 from testbed.scenario import OPERATOR_NAMESPACE
+
+DEV_VOLUME_TYPES = (*RESTRICTED_VOLUME_TYPES, "hostPath")  # the tenant policy of the local cluster
 
 
 @dataclass
@@ -64,6 +67,9 @@ class Environment:
             "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
             "--set", f"image.tag={tag}", "--set", "logVerbose=true",
             "--set-string", f"podAnnotations.headrace\\.dev/image-archive={built}",
+            # The local cluster's example apps keep their data on a hostPath the tests share (scenario.py):
+            # this cluster's admin allows it on top of the restricted volume types (docs/security.md).
+            "--set", f"tenantPolicy.allowedVolumeTypes={{{','.join(DEV_VOLUME_TYPES)}}}",
             *extra, "--wait", "--timeout", "5m",
         )  # fmt: skip
 

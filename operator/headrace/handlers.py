@@ -53,7 +53,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
     metrics: OperatorMetrics = memo["metrics"]
-    reconciler = Reconciler(KubeClient(api_client()), DriverControl(), metrics, _now)
+    reconciler = Reconciler(
+        KubeClient(api_client()), DriverControl(), metrics, _now, policy=operator_settings.tenant_policy.policy()
+    )
 
     def process(key: tuple[str, str]) -> float | None:
         delay = reconciler.reconcile(*key)

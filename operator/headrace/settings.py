@@ -15,6 +15,7 @@
 | HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
 | HEADRACE_RETRY_PERIOD_SECONDS | 2 | how often candidates try to acquire and the leader renews |
 | HEADRACE_FAILPOINTS | (empty: off) | tests only: failpoints where the process exits hard (controller/failpoints.py) |
+| HEADRACE_TENANT_POLICY | (empty: defaults) | JSON of the chart's `tenantPolicy` (what apps may ask of pods) |
 
 The durations are client-go's defaults; the lease duration must exceed the renew deadline, which
 must exceed the retry period, so a leader always stops before anyone else can take over.
@@ -22,9 +23,41 @@ must exceed the retry period, so a leader always stops before anyone else can ta
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from headrace.core.validation import RESTRICTED_VOLUME_TYPES, TenantPolicy
+
+
+class TenantPolicySettings(BaseModel):
+    """The chart's `tenantPolicy` (docs/security.md): what a StreamingApp may ask of its pods. Every
+    default refuses; an admin widens one field at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowHostNamespaces: bool = False
+    allowHostPorts: bool = False
+    allowPrivileged: bool = False
+    allowPrivilegeEscalation: bool = False
+    allowRunAsRoot: bool = False
+    allowedCapabilities: list[str] = Field(default_factory=list)
+    allowedVolumeTypes: list[str] = Field(default_factory=lambda: list(RESTRICTED_VOLUME_TYPES))
+    serviceAccounts: list[str] = Field(default_factory=list)
+
+    def policy(self) -> TenantPolicy:
+        """The policy the validation applies."""
+        return TenantPolicy(
+            allow_host_namespaces=self.allowHostNamespaces,
+            allow_host_ports=self.allowHostPorts,
+            allow_privileged=self.allowPrivileged,
+            allow_privilege_escalation=self.allowPrivilegeEscalation,
+            allow_run_as_root=self.allowRunAsRoot,
+            allowed_capabilities=frozenset(self.allowedCapabilities),
+            allowed_volume_types=frozenset(self.allowedVolumeTypes),
+            service_accounts=frozenset(self.serviceAccounts),
+        )
 
 
 class OperatorSettings(BaseModel):
@@ -42,6 +75,7 @@ class OperatorSettings(BaseModel):
     lease_seconds: int = Field(default=15, ge=1)
     renew_deadline_seconds: float = Field(default=10.0, gt=0)
     retry_seconds: float = Field(default=2.0, gt=0)
+    tenant_policy: TenantPolicySettings = Field(default_factory=TenantPolicySettings)
 
     @model_validator(mode="after")
     def _election_is_consistent(self) -> OperatorSettings:
@@ -70,5 +104,13 @@ class OperatorSettings(BaseModel):
             "lease_seconds": environ.get("HEADRACE_LEASE_DURATION_SECONDS", 15),
             "renew_deadline_seconds": environ.get("HEADRACE_RENEW_DEADLINE_SECONDS", 10),
             "retry_seconds": environ.get("HEADRACE_RETRY_PERIOD_SECONDS", 2),
+            "tenant_policy": _json("HEADRACE_TENANT_POLICY", environ.get("HEADRACE_TENANT_POLICY") or "{}"),
         }
         return cls.model_validate(raw)
+
+
+def _json(name: str, text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{name} is not JSON ({error}); set it to an object such as {{}}") from error

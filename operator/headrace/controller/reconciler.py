@@ -7,6 +7,7 @@ Each step (status written, before and after each action) is a failpoint the cras
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -34,6 +35,7 @@ from headrace.core.plan import (
 )
 from headrace.core.planner import decide, spec_hash
 from headrace.core.timefmt import format_time
+from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import manifests
 from headrace.render.savepoints import savepoint_resource
 
@@ -52,11 +54,13 @@ class Reconciler:
         driver: DriverControl,
         metrics: OperatorMetrics,
         clock: Callable[[], datetime],
+        policy: TenantPolicy = DEFAULT_POLICY,
     ) -> None:
         self.kube = kube
         self.driver = driver
         self.metrics = metrics
         self.clock = clock
+        self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -79,7 +83,7 @@ class Reconciler:
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.metrics.forget_app((namespace, name))
             return None
-        view = app_view(body)
+        view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
             unreadable.hold(self.kube, body, view, self.clock())
             return None

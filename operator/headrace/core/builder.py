@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from headrace.api.models import Phase, StreamingAppSpec, StreamingAppStatus
 from headrace.core.conditions import ConditionStatus, set_condition
 from headrace.core.plan import Action, Event, Plan
-from headrace.core.validation import Problem
+from headrace.core.validation import DEFAULT_POLICY, Problem, TenantPolicy
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class AppView:
     spec: StreamingAppSpec | None
     status: StreamingAppStatus
     parse_problems: tuple[Problem, ...] = ()
+    policy: TenantPolicy = DEFAULT_POLICY  # what the cluster's admin lets the app's pods ask for
     status_problems: tuple[Problem, ...] = ()  # the status does not parse: `status` is a placeholder, never act
 
 

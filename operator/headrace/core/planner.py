@@ -92,7 +92,7 @@ def _effective_spec(builder: Builder) -> StreamingAppSpec | None:
     """The spec to run: the user's when valid, else the last reconciled one (an invalid update keeps
     the running driver untouched). Records the problems in status, a condition and an event."""
     app = builder.app
-    problems = list(app.parse_problems) or (validate_spec(app.spec) if app.spec is not None else [])
+    problems = list(app.parse_problems) or (validate_spec(app.spec, app.policy) if app.spec is not None else [])
     if not problems:
         return app.spec
     message = "; ".join(str(problem) for problem in problems)
