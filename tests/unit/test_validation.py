@@ -4,10 +4,12 @@ Each row is a spec a tenant could submit and the field the refusal must name (No
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from headrace.core.planner import decide
 from headrace.core.validation import (
     DEFAULT_POLICY,
     TenantPolicy,
@@ -17,8 +19,9 @@ from headrace.core.validation import (
 from headrace.render import manifests
 from headrace.runtime import sparkconf
 from headrace.runtime.settings import RuntimeSettings
+from headrace.settings import OperatorSettings
 
-from .builders import spec
+from .builders import T0, seen, spec, view
 
 
 def _fields(problems: list[Any]) -> list[str]:
@@ -273,3 +276,30 @@ def test_render_drops_owned_keys_even_when_validation_is_bypassed() -> None:
     assert "spark.master" not in text
     assert "spark.sql.session.timeZone UTC\n" in text
     assert "\nb\n" not in text
+
+
+def test_the_operator_reads_the_policy_the_chart_sets() -> None:
+    environ = {
+        "HEADRACE_TENANT_POLICY": '{"allowedVolumeTypes": ["hostPath"], "serviceAccounts": ["spark"], '
+        '"allowRunAsRoot": true}'
+    }
+    policy = OperatorSettings.from_environ(environ).tenant_policy.policy()
+    assert policy == TenantPolicy(
+        allowed_volume_types=frozenset({"hostPath"}), service_accounts=frozenset({"spark"}), allow_run_as_root=True
+    )
+    assert OperatorSettings.from_environ({}).tenant_policy.policy() == DEFAULT_POLICY
+    with pytest.raises(ValueError, match="HEADRACE_TENANT_POLICY is not JSON"):
+        OperatorSettings.from_environ({"HEADRACE_TENANT_POLICY": "{allowRunAsRoot"})
+    with pytest.raises(ValueError, match="allowPrivilged"):  # a misspelt setting is named, not ignored
+        OperatorSettings.from_environ({"HEADRACE_TENANT_POLICY": '{"allowPrivilged": true}'})
+
+
+def test_the_planner_applies_the_apps_policy() -> None:
+    """A refused spec becomes InvalidSpec naming the field; the admin's policy lets it through."""
+    hostpath = spec(volumes=HOST_PATH)
+    refused = decide(view(hostpath), seen(), T0)
+    assert refused.status.error is not None and "spec.volumes[0].hostPath" in refused.status.error
+    assert "tenantPolicy.allowedVolumeTypes" in refused.status.error
+    assert not any(type(action).__name__ == "EnsureDriver" for action in refused.actions)
+    allowed = replace(view(hostpath), policy=TenantPolicy(allowed_volume_types=frozenset({"hostPath"})))
+    assert decide(allowed, seen(), T0).status.error is None
