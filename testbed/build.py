@@ -187,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.parse_args(argv)
     print(ensure_binaries())
     print(ensure_helm())
+    from testbed import dns  # imports this module: CoreDNS's build lives beside its configuration
+
+    print(dns.ensure_coredns())
     return 0
 
 

@@ -1,6 +1,7 @@
-"""A whole single-node Kubernetes cluster on this machine: the control plane plus one node.
+"""A whole single-node Kubernetes cluster on this machine: the control plane, one node, and Kafka.
 
-Owns: composing `ControlPlane` and `Node` in the right order (the apiserver listens on every
+Owns: composing `ControlPlane`, `Node` (which brings cluster DNS) and the cluster's Kafka broker
+(``kafka.kafka.svc:9092``, `testbed.cluster_kafka`) in the right order (the apiserver listens on every
 address and advertises the bridge gateway, so pods reach it through the ``kubernetes`` Service),
 the `Cluster` context manager for tests, and ``python -m testbed.cluster up|down|status|import``
 commands: ``up`` starts a detached supervisor that keeps the cluster running after the command
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -27,6 +29,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from testbed import REPOSITORY, build, host, procs
+from testbed.cluster_kafka import ClusterKafka
 from testbed.controlplane import ControlPlane
 from testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
 
@@ -50,7 +53,8 @@ def kubeconfig_path() -> Path:
 
 
 class Cluster:
-    """Control plane + node. ``up(workdir)`` returns the admin kubeconfig; ``down()`` removes everything.
+    """Control plane + node (+ Kafka unless ``kafka=False``). ``up(workdir)`` returns the admin kubeconfig;
+    ``down()`` removes everything.
 
     As a context manager it is up for the duration of the block (``Cluster(workdir)``).
     """
@@ -62,8 +66,11 @@ class Cluster:
         node_name: str = "headrace-node",
         network: NodeNetwork | None = None,
         image_store: Path | None = None,
+        kafka: bool = True,
     ) -> None:
         self.workdir = workdir
+        self.with_kafka = kafka
+        self.kafka: ClusterKafka | None = None
         self.image_store = image_store
         self.node_name = node_name
         self.network = network or NodeNetwork()
@@ -78,6 +85,11 @@ class Cluster:
         if self.control_plane is None:
             raise RuntimeError("the cluster is not up")
         return self.control_plane.kubeconfig
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``bootstrap.servers`` of the cluster's Kafka for clients on this machine ('' without Kafka)."""
+        return self.kafka.bootstrap_servers if self.kafka is not None else ""
 
     def import_image(self, oci_archive: Path) -> str:
         """Import an image archive into the node's containerd."""
@@ -111,6 +123,10 @@ class Cluster:
         try:
             self.control_plane.start()
             self.node.start()
+            if self.with_kafka:
+                kubectl = build.binary("kubectl")
+                self.kafka = ClusterKafka(workdir / "kafka", gateway, kubectl, self.control_plane.kubeconfig)
+                self.kafka.start()
         except BaseException as error:
             self._down_keeping(error)
             raise
@@ -121,13 +137,18 @@ class Cluster:
         """Stop the node, then the control plane. Idempotent; raises `NodeError` if something is left."""
         began = time.monotonic()
         node, plane, self.node, self.control_plane = self.node, self.control_plane, None, None
+        kafka, self.kafka = self.kafka, None
         try:
-            if node is not None:
-                node.stop()
+            if kafka is not None:
+                kafka.stop()
         finally:
-            if plane is not None:
-                plane.stop()
-            self.down_seconds = time.monotonic() - began
+            try:
+                if node is not None:
+                    node.stop()
+            finally:
+                if plane is not None:
+                    plane.stop()
+                self.down_seconds = time.monotonic() - began
 
     def _down_keeping(self, cause: BaseException) -> None:
         """Tear down after `cause`; a teardown failure is attached to `cause` as a note, never raised over it."""
@@ -164,6 +185,7 @@ class ClusterState:
     kubeconfig: str = ""
     up_seconds: float | None = None
     error: str = ""
+    kafka_bootstrap: str = ""
 
     def to_json(self) -> str:
         """The state file's text."""
@@ -217,7 +239,8 @@ def serve(workdir: Path) -> int:
     try:
         kubeconfig = cluster.up()
         shutil.copyfile(kubeconfig, kubeconfig_path())
-        _write_state(ClusterState(os.getpid(), str(workdir), True, str(kubeconfig_path()), cluster.up_seconds))
+        ready = ClusterState(os.getpid(), str(workdir), True, str(kubeconfig_path()), cluster.up_seconds)
+        _write_state(dataclasses.replace(ready, kafka_bootstrap=cluster.kafka_bootstrap))
         print(f"cluster up in {cluster.up_seconds:.1f}s", flush=True)
         while True:
             time.sleep(3600)
@@ -314,6 +337,14 @@ def command_down(purge: bool = False) -> int:
         path.unlink(missing_ok=True)
     print(f"# cluster down in {time.monotonic() - began:.1f}s", file=sys.stderr)
     return 0
+
+
+def kafka_bootstrap() -> str:
+    """``bootstrap.servers`` of the background cluster's Kafka for clients on this machine."""
+    state = _read_state()
+    if state is None or not state.ready or not state.kafka_bootstrap:
+        raise RuntimeError("the background cluster (with its Kafka) is not up: `python -m testbed cluster up` first")
+    return state.kafka_bootstrap
 
 
 def command_import(archives: Sequence[Path]) -> int:

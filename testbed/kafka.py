@@ -3,9 +3,12 @@
 Owns: the pinned Kafka and Spark-connector versions, the broker's configuration, formatting its
 storage, running the JVM in its own process group on random free ports, a small confluent-kafka
 client for topics, producing and reading back, and removing every file it made when it stops.
-Also the jars local-mode Spark needs to read and write Kafka (`spark_kafka_jars`).
+Also the jars local-mode Spark needs to read and write Kafka (`spark_kafka_jars`), and the client side
+the cluster's producer helper uses (`create_topic`, `produce`).
+A broker may also serve pods (`PodListener`): a second listener on the node's bridge gateway, advertised
+under a Service name, so pods reach it as ``kafka.kafka.svc:9092`` (the cluster module runs that one).
 `python -m testbed.kafka` runs one broker in the foreground until interrupted.
-Never: used by the operator or the runtime; never listens beyond 127.0.0.1.
+Never: used by the operator or the runtime; never listens beyond loopback and the node's bridge gateway.
 """
 
 from __future__ import annotations
@@ -81,17 +84,37 @@ def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> st
             return cluster_id
 
 
-def broker_properties(broker_port: int, controller_port: int, log_dir: Path) -> dict[str, str]:
-    """Configuration of one combined broker+controller, replication factor 1, on loopback."""
+@dataclass(frozen=True)
+class PodListener:
+    """A listener for pods: bound on `bind_address`:`bind_port` (the bridge gateway, behind a Service),
+    advertised as `advertised` (the Service's name and port, e.g. ``kafka.kafka.svc:9092``)."""
+
+    bind_address: str
+    bind_port: int
+    advertised: str
+
+
+def broker_properties(
+    broker_port: int, controller_port: int, log_dir: Path, pods: PodListener | None = None
+) -> dict[str, str]:
+    """Configuration of one combined broker+controller, replication factor 1, on loopback (plus a listener
+    named PODS for `pods`, when given; brokers and host clients keep using the loopback one)."""
+    listeners = [f"PLAINTEXT://{LOOPBACK}:{broker_port}", f"CONTROLLER://{LOOPBACK}:{controller_port}"]
+    advertised = [f"PLAINTEXT://{LOOPBACK}:{broker_port}"]
+    protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    if pods is not None:
+        listeners.append(f"PODS://{pods.bind_address}:{pods.bind_port}")
+        advertised.append(f"PODS://{pods.advertised}")
+        protocols += ",PODS:PLAINTEXT"
     return {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{broker_port},CONTROLLER://{LOOPBACK}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{broker_port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": protocols,
         "log.dirs": str(log_dir),
         "num.partitions": "1",
         "offsets.topic.replication.factor": "1",
@@ -127,10 +150,15 @@ def _split_record(record: Record) -> tuple[str | bytes | None, str | bytes]:
 class KafkaBroker:
     """A running single-node KRaft broker; use as a context manager so it is always stopped and removed."""
 
-    def __init__(self, heap: str = "512m") -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="headrace-kafka-"))
+    def __init__(self, heap: str = "512m", *, workdir: Path | None = None, pods: PodListener | None = None) -> None:
+        if workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="headrace-kafka-"))
+        else:
+            self.workdir = workdir
+            self.workdir.mkdir(parents=True)
         self.broker_port = procs.free_port(LOOPBACK)
         self.controller_port = procs.free_port(LOOPBACK)
+        self.pods = pods
         self._heap = heap
         self._process: procs.Process | None = None
         self.start_seconds = 0.0
@@ -162,7 +190,7 @@ class KafkaBroker:
         """Format the storage and start the broker; returns once it answers metadata requests."""
         began = time.monotonic()
         config = self.workdir / "server.properties"
-        properties = broker_properties(self.broker_port, self.controller_port, self.workdir / "data")
+        properties = broker_properties(self.broker_port, self.controller_port, self.workdir / "data", self.pods)
         config.write_text(render_properties(properties))
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
         cluster_id = new_cluster_id()
@@ -193,34 +221,11 @@ class KafkaBroker:
 
     def create_topic(self, name: str, partitions: int) -> None:
         """Create a topic (replication factor 1) and wait until it exists."""
-        from confluent_kafka.cimpl import NewTopic
-
-        admin = self._admin()  # must outlive the future, or the request is cancelled
-        futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        futures[name].result(timeout=30)
+        create_topic(self.bootstrap_servers, name, partitions)
 
     def produce(self, topic: str, records: Iterable[Record], partition: int | None = None) -> int:
         """Write records (values, or (key, value) pairs) with acks=all; returns how many were acknowledged."""
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "acks": "all", "linger.ms": 5})
-        failures: list[str] = []
-
-        def delivered(error: Any, _message: Any) -> None:
-            if error is not None:
-                failures.append(str(error))
-
-        count = 0
-        for record in records:
-            key, value = _split_record(record)
-            target = -1 if partition is None else partition  # -1: the partitioner chooses
-            producer.produce(topic, value=value, key=key, partition=target, on_delivery=delivered)
-            producer.poll(0)
-            count += 1
-        remaining = producer.flush(60)
-        if failures or remaining:
-            raise RuntimeError(f"produce to {topic}: {remaining} undelivered, errors: {failures[:3]}")
-        return count
+        return produce(self.bootstrap_servers, topic, records, partition)
 
     def consume_all(self, topic: str, timeout_seconds: float = 60.0) -> list[ConsumedRecord]:
         """Every record currently in the topic, read from the beginning of each partition."""
@@ -255,6 +260,45 @@ class KafkaBroker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def create_topic(bootstrap_servers: str, name: str, partitions: int, *, exist_ok: bool = False) -> None:
+    """Create a topic (replication factor 1) and wait until it exists (`exist_ok`: an existing one is fine)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 4})  # must outlive the future
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    try:
+        futures[name].result(timeout=30)
+    except KafkaException as error:
+        if not (exist_ok and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise
+
+
+def produce(bootstrap_servers: str, topic: str, records: Iterable[Record], partition: int | None = None) -> int:
+    """Write records (values, or (key, value) pairs) with acks=all; returns how many were acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 5})
+    failures: list[str] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    count = 0
+    for record in records:
+        key, value = _split_record(record)
+        target = -1 if partition is None else partition  # -1: the partitioner chooses
+        producer.produce(topic, value=value, key=key, partition=target, on_delivery=delivered)
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(60)
+    if failures or remaining:
+        raise RuntimeError(f"produce to {topic}: {remaining} undelivered, errors: {failures[:3]}")
+    return count
 
 
 def _read_until(consumer: Any, ends: Mapping[int, int], deadline: float) -> list[ConsumedRecord]:

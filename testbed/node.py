@@ -1,8 +1,9 @@
-"""One real Kubernetes node on this machine: containerd + runc, a bridge CNI, kubelet and kube-proxy.
+"""One real Kubernetes node on this machine: containerd + runc, a bridge CNI, kubelet, kube-proxy, CoreDNS.
 
 Owns: the node's configuration files (rendered by pure functions below), its own containerd
 instance (own root, state, socket and runc root: it never touches another containerd), the ``hr0``
-bridge and the pod subnet, the kubelet and kube-proxy processes, importing images into its
+bridge and the pod subnet, the kubelet and kube-proxy processes, cluster DNS (CoreDNS on the bridge
+gateway behind the ``kube-dns`` Service, configured by `testbed.dns`), importing images into its
 containerd (optionally into an image store kept across runs), and a teardown that works from the
 files on disk alone (so ``cluster down`` in a new process, or a start after a crash, cleans up what
 an earlier process left): pods, processes, mounts, network devices, the iptables rules it added,
@@ -36,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Protocol
 
-from testbed import build, procs
+from testbed import build, dns, host_services, procs
 from testbed.controlplane import http_ok
 from testbed.pause import PAUSE_IMAGE, pause_image
 
@@ -53,7 +54,7 @@ KUBE_PROXY_HEALTHZ = "127.0.0.1:10256"
 KUBE_PROXY_METRICS = "127.0.0.1:10249"
 READY_TIMEOUT_SECONDS = 180.0
 STOP_GRACE_SECONDS = 10.0
-NODE_PROGRAMS = frozenset({"containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy"})
+NODE_PROGRAMS = frozenset({"containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy", "coredns"})
 
 
 class NodeError(RuntimeError):
@@ -214,8 +215,13 @@ class NodeLayout:
         return self.root / "kube-proxy" / "config.yaml"
 
     @property
+    def coredns_dir(self) -> Path:
+        """CoreDNS's Corefile and kubeconfig."""
+        return self.root / "coredns"
+
+    @property
     def logs(self) -> Path:
-        """Logs of containerd, kubelet and kube-proxy."""
+        """Logs of containerd, kubelet, kube-proxy and CoreDNS."""
         return self.root / "logs"
 
     @property
@@ -324,6 +330,8 @@ def kubelet_config(layout: NodeLayout, network: NodeNetwork, name: str, files: K
             "imagefs.available": "1%",
         },
         "podCIDR": network.pod_cidr,
+        "clusterDNS": [dns.CLUSTER_DNS_IP],
+        "clusterDomain": dns.CLUSTER_DOMAIN,
         "address": network.gateway,
         "port": KUBELET_PORT,
         "healthzBindAddress": "127.0.0.1",
@@ -864,6 +872,7 @@ class Node:
         self.startup_seconds: float | None = None
         self._processes: dict[str, procs.Process] = {}
         self._lock: IO[str] | None = None
+        self._dns_ready_port = 0
 
     # --- public -----------------------------------------------------------------------------------
 
@@ -977,6 +986,7 @@ class Node:
         self._record()
         tool = cri_tool()
         image = pause_image()
+        coredns = dns.ensure_coredns()
         ensure_bridge(self.network)
         _ensure_cgroup_root(self.name)
         self._write_configs()
@@ -988,12 +998,22 @@ class Node:
         _run([str(tool), str(self.containerd_socket), "teardown"], timeout=180)
         self.import_image(image)
         self._prune_replaced_images()
+        self._start_dns(coredns)
         self._spawn("kube-proxy", [str(self.binaries / "kube-proxy"), f"--config={self.layout.kube_proxy_config}"])
         kubelet_kubeconfig = self.layout.kubelet_dir / "kubeconfig"
         self._spawn(
             "kubelet",
             kubelet_command(self.binaries / "kubelet", self.layout, self.network, self.name, kubelet_kubeconfig),
         )
+
+    def _start_dns(self, coredns: Path) -> None:
+        """The ``kube-dns`` Service and CoreDNS's RBAC, then CoreDNS on the gateway; waits until it has synced."""
+        kubectl = self.binaries / "kubectl"
+        host_services.apply(kubectl, self.kubeconfig, dns.manifests(self.network.gateway))
+        corefile = self.layout.coredns_dir / "Corefile"
+        self._spawn("coredns", dns.command(coredns, corefile, self.layout.short_root / "coredns.pid"))
+        ready = f"http://127.0.0.1:{self._dns_ready_port}/ready"
+        self._wait("coredns", lambda: http_ok(ready))
 
     def _prune_replaced_images(self) -> None:
         """Before any pod runs: drop image versions only the CRI's id references still hold (a kept store grows)."""
@@ -1011,11 +1031,17 @@ class Node:
         _copy(plane.kubeconfig_for(*kubelet_user), self.layout.kubelet_dir / "kubeconfig")
         proxy_kubeconfig = self.layout.kube_proxy_config.parent / "kubeconfig"
         _copy(plane.kubeconfig_for(*proxy_user), proxy_kubeconfig)
+        dns_kubeconfig = self.layout.coredns_dir / "kubeconfig"
+        dns_kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        _copy(plane.kubeconfig_for(*plane.pki.issue_client_cert(dns.USER)), dns_kubeconfig)
+        self._dns_ready_port = procs.free_port()
+        corefile = dns.corefile(self.network.gateway, dns_kubeconfig, procs.free_port(), self._dns_ready_port)
         writes = {
             self.layout.containerd_config: containerd_config(self.layout),
             self.layout.cni_conf_dir / "10-headrace.conflist": cni_conflist(self.network, self.layout.ipam_dir),
             self.layout.kubelet_dir / "config.yaml": kubelet_config(self.layout, self.network, self.name, files),
             self.layout.kube_proxy_config: kube_proxy_config(self.network, self.name, proxy_kubeconfig),
+            self.layout.coredns_dir / "Corefile": corefile,
         }
         for path, text in writes.items():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -1110,6 +1136,7 @@ def _teardown(layout: NodeLayout, state: NodeState, running: dict[str, procs.Pro
     _stop_component("kubelet", state, layout, running)
     _remove_pods(layout)
     _stop_component("kube-proxy", state, layout, running)
+    _stop_component("coredns", state, layout, running)
     _stop_component("containerd", state, layout, running)
     _kill_runtime_leftovers(layout, state.name)
     stuck = _unmount_all(layout.mount_roots)

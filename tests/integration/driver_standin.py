@@ -64,16 +64,16 @@ class ScriptedDriver:
         self.pod = pod
         self.env = env
         self.requests = requests
-        self.phase = "Running"
+        self.phase: contract.RuntimePhase = "Running"
         self.batch = 0
         self.requested_executors = executors
-        self.last_savepoint: dict[str, Any] | None = None
+        self.last_savepoint: contract.LastSavepoint | None = None
         self.exit_due: float | None = None  # monotonic time at which the process exits
         self.exit_delay = 0.0
         self.exit_reported = False
         self._lock = threading.Lock()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> contract.StatusDocument:
         with self._lock:
             if self.phase == "Running":
                 self.batch += 1
@@ -121,7 +121,7 @@ class ScriptedDriver:
             "sizeBytes": 1234,
             "queries": [{"key": "counts", "batchId": self.batch, "files": 3, "bytes": 1234}],
         }
-        self.last_savepoint = {"path": path, "completedAt": now, "sizeBytes": 1234, "reason": reason}
+        self.last_savepoint = contract.LastSavepoint(path=path, completedAt=now, sizeBytes=1234, reason=reason)
         return record
 
     def savepoint(self, path: str | None, reason: str) -> dict[str, Any]:

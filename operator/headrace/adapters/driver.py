@@ -45,9 +45,9 @@ class DriverControl:
         except (urllib.error.URLError, TimeoutError, OSError, json.JSONDecodeError) as error:
             raise DriverUnavailable(f"{method} {url}: {error}") from error
 
-    def status(self, address: str, token: str) -> dict[str, Any]:
-        """The runtime's status document (queries, last committed batch, progress)."""
-        result: dict[str, Any] = self._call(address, token, "GET", contract.PATH_STATUS)
+    def status(self, address: str, token: str) -> contract.StatusDocument:
+        """The runtime's status document (queries, last committed batch, progress), as untrusted JSON."""
+        result: contract.StatusDocument = self._call(address, token, "GET", contract.PATH_STATUS)
         return result
 
     def savepoint(self, address: str, token: str, *, path: str, reason: str, stop: bool) -> dict[str, Any]:

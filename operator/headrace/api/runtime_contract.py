@@ -1,14 +1,15 @@
 """The contract between the operator and its agent inside the driver (`headrace.runtime`).
 
 Owns: the environment variables the operator sets on the driver container, the control endpoint's
-paths and port defaults, the savepoint metadata file name and the runtime's exit codes. Both sides
-import these names from here, so they cannot drift.
+paths and port defaults, the status document's fields and phases, the savepoint metadata file name,
+the runtime's exit codes and the termination reason the operator reads back. Both sides import these
+names from here, so they cannot drift.
 Never: logic. Plain constants and small typed records only.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final, Literal, TypedDict
 
 # --- Environment of the driver container (set by the operator, read by the runtime) -------------
 ENV_APP_NAME: Final = "HEADRACE_APP_NAME"  # metadata.name of the StreamingApp
@@ -54,3 +55,44 @@ EXIT_RESTORE_INCOMPATIBLE: Final = 3  # savepoint cannot be restored into this j
 # The driver writes a one-line JSON reason ({"reason": CamelCase, "message": str}) here on exit;
 # Kubernetes copies it into the pod's container status so the operator can report it.
 TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
+
+
+# --- What the operator reads of the runtime's answers (the runtime builds them with these types) --
+RuntimePhase = Literal["Starting", "Running", "Savepointing", "Stopping", "Finished"]
+SAVEPOINTING_PHASES: Final[frozenset[RuntimePhase]] = frozenset({"Savepointing", "Stopping"})  # or stopping after one
+
+
+class ExecutorCounts(TypedDict):
+    """`executors` of the status document: the executor total last requested, and those registered."""
+
+    requested: int | None
+    registered: int | None
+
+
+class LastSavepoint(TypedDict):
+    """`lastSavepoint` of the status document: the last savepoint this driver took."""
+
+    path: str
+    completedAt: str
+    sizeBytes: int
+    reason: str
+
+
+class StatusDocument(TypedDict, total=False):
+    """The answer of GET PATH_STATUS. The operator reads it as untrusted JSON: any field may be missing."""
+
+    app: dict[str, str]
+    runId: str
+    attempt: int
+    mode: str
+    phase: RuntimePhase
+    queries: list[dict[str, Any]]
+    executors: ExecutorCounts
+    restoredFrom: str | None
+    lastSavepoint: LastSavepoint | None
+
+
+# The termination reason after a stop-with-savepoint; its message is the prefix and the savepoint's
+# path, which the operator reads back when it lost the answer of the call (it restarted meanwhile).
+STOPPED_WITH_SAVEPOINT: Final = "StoppedWithSavepoint"
+STOPPED_WITH_SAVEPOINT_PREFIX: Final = "stopped after savepoint "

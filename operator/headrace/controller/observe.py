@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from headrace.api import names
+from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.core.observation import (
     DriverPod,
@@ -23,11 +24,6 @@ from headrace.core.validation import Problem
 
 _PHASES: set[str] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"}
 _SAVEPOINT_PHASES: set[str] = {"Pending", "InProgress", "Succeeded", "Failed"}
-_SAVEPOINTING_PHASES: set[str] = {"Savepointing", "Stopping"}  # the runtime's phases while a savepoint is taken
-STOPPED_WITH_SAVEPOINT = "StoppedWithSavepoint"
-_SAVEPOINT_MESSAGE_PREFIX = "stopped after savepoint "
-CREATED_BY = "headrace.dev/created-by"
-CREATED_BY_OPERATOR = "operator"
 
 
 def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +74,12 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
     reason, message = _termination_reason(terminated, status) if terminated or phase == "Failed" else (None, None)
     started = _running_since(pod)
     savepoint_path = None
-    if reason == STOPPED_WITH_SAVEPOINT and message and message.startswith(_SAVEPOINT_MESSAGE_PREFIX):
-        savepoint_path = message.removeprefix(_SAVEPOINT_MESSAGE_PREFIX).strip()
+    if (
+        reason == contract.STOPPED_WITH_SAVEPOINT
+        and message
+        and message.startswith(contract.STOPPED_WITH_SAVEPOINT_PREFIX)
+    ):
+        savepoint_path = message.removeprefix(contract.STOPPED_WITH_SAVEPOINT_PREFIX).strip()
     return DriverPod(
         name=metadata["name"],
         run=run,
@@ -110,7 +110,7 @@ def savepoint_resource(body: dict[str, Any]) -> SavepointResource:
         batch_id=status.get("batchId"),
         time=status.get("time"),
         created_at=parse_time(created) if created else None,
-        operator_made=(metadata.get("labels") or {}).get(CREATED_BY) == CREATED_BY_OPERATOR,
+        operator_made=(metadata.get("labels") or {}).get(names.CREATED_BY) == names.CREATED_BY_OPERATOR,
     )
 
 
@@ -119,9 +119,10 @@ def _sum(values: list[Any]) -> Any:
     return sum(present) if present else None
 
 
-def driver_progress(document: dict[str, Any]) -> DriverProgress:
+def driver_progress(document: contract.StatusDocument) -> DriverProgress:
     """The runtime's status document summed over its queries."""
-    queries = document.get("queries") or []
+    queries: list[Any] = document.get("queries") or []
+    executors, last_savepoint = document.get("executors"), document.get("lastSavepoint")
     progress = [query.get("progress") or {} for query in queries]
     committed = [query.get("lastCommittedAt") for query in queries if query.get("lastCommittedAt")]
     batches = [query.get("lastCommittedBatchId") for query in queries if query.get("lastCommittedBatchId") is not None]
@@ -134,18 +135,18 @@ def driver_progress(document: dict[str, Any]) -> DriverProgress:
         watermark=min(watermarks) if watermarks else None,
         state_rows=_sum([item.get("state_rows") for item in progress]),
         source_backlog=_sum([item.get("source_backlog") for item in progress]),
-        registered_executors=(document.get("executors") or {}).get("registered"),
-        requested_executors=(document.get("executors") or {}).get("requested"),
+        registered_executors=executors.get("registered") if executors else None,
+        requested_executors=executors.get("requested") if executors else None,
         ready=document.get("phase") == "Running" and any(query.get("active") for query in queries),
-        savepointing=document.get("phase") in _SAVEPOINTING_PHASES,
-        last_savepoint=(document.get("lastSavepoint") or {}).get("path"),
+        savepointing=document.get("phase") in contract.SAVEPOINTING_PHASES,
+        last_savepoint=last_savepoint.get("path") if last_savepoint else None,
     )
 
 
 def observe(
     pods: list[dict[str, Any]],
     savepoints: list[dict[str, Any]] | None = None,
-    driver_status: dict[str, Any] | None = None,
+    driver_status: contract.StatusDocument | None = None,
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)

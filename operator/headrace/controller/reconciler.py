@@ -18,6 +18,7 @@ from typing import Any, assert_never
 from headrace.adapters.driver import DriverControl, DriverUnavailable
 from headrace.adapters.kube import Conflict, KubeClient
 from headrace.api import names
+from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.observe import app_view, observe
@@ -161,7 +162,7 @@ class Reconciler:
             case _:
                 assert_never(action)
 
-    def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
         """The current driver's status document, when its pod runs and it answers (else None)."""
         current = ((body.get("status") or {}).get("run") or {}).get("driverPod")
         pod = next((item for item in pods if item["metadata"]["name"] == current), None)

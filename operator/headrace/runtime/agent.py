@@ -23,6 +23,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from headrace.api import runtime_contract as contract
 from headrace.runtime import termination
 from headrace.runtime.checkpoint_files import last_batch_id
 from headrace.runtime.control import ActionError
@@ -69,9 +70,9 @@ class Agent:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._stop_outcome = termination.failed("StopWithSavepointFailed", "stop-with-savepoint did not finish")
-        self._phase = "Starting"
+        self._phase: contract.RuntimePhase = "Starting"
         self._requested_executors: int | None = None
-        self.last_savepoint: dict[str, Any] | None = None
+        self.last_savepoint: contract.LastSavepoint | None = None
 
     # --- query starts (called by the patched DataStreamWriter) ---------------------------------
 
@@ -151,7 +152,7 @@ class Agent:
 
     # --- control actions -------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> contract.StatusDocument:
         return {
             "app": {"name": self.settings.app_name, "namespace": self.settings.app_namespace},
             "runId": self.settings.run_id,
@@ -164,7 +165,7 @@ class Agent:
             "lastSavepoint": self.last_savepoint,
         }
 
-    def _executors(self) -> dict[str, int | None]:
+    def _executors(self) -> contract.ExecutorCounts:
         if self._spark is None:
             return {"requested": self._requested_executors, "registered": None}
         context = self._spark.sparkContext
@@ -222,7 +223,12 @@ class Agent:
         finally:
             self._phase = previous_phase
         self.metrics.observe_savepoint(True, record["durationSeconds"], record["sizeBytes"])
-        self.last_savepoint = {key: record[key] for key in ("path", "completedAt", "sizeBytes", "reason")}
+        self.last_savepoint = contract.LastSavepoint(
+            path=record["path"],
+            completedAt=record["completedAt"],
+            sizeBytes=record["sizeBytes"],
+            reason=record["reason"],
+        )
         return record
 
     def _unstarted_sources(self) -> list[SavepointSource]:

@@ -12,7 +12,7 @@ import hmac
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Protocol
@@ -32,7 +32,7 @@ class ActionError(Exception):
 
 
 class ControlActions(Protocol):
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> contract.StatusDocument: ...
 
     def savepoint(self, path: str | None, reason: str) -> dict[str, Any]: ...
 
@@ -77,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("control %s", format % args)
 
-    def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+    def _reply(self, status: HTTPStatus, body: Mapping[str, Any]) -> None:
         payload = json.dumps(body, default=str).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

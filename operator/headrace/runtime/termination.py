@@ -34,7 +34,7 @@ def completed(message: str = "all queries finished") -> Outcome:
 
 
 def stopped_with_savepoint(path: str) -> Outcome:
-    return Outcome(contract.EXIT_OK, "StoppedWithSavepoint", f"stopped after savepoint {path}")
+    return Outcome(contract.EXIT_OK, contract.STOPPED_WITH_SAVEPOINT, f"{contract.STOPPED_WITH_SAVEPOINT_PREFIX}{path}")
 
 
 def failed(reason: str, message: str) -> Outcome:

@@ -13,6 +13,7 @@ from typing import Any
 
 from headrace.adapters.driver import DriverControl
 from headrace.adapters.kube import KubeClient
+from headrace.api import runtime_contract as contract
 
 
 class FakeKube(KubeClient):
@@ -96,12 +97,12 @@ class FakeKube(KubeClient):
 class FakeDriver(DriverControl):
     """A driver that answers every request (its status document is `document`); `calls` lists the requests."""
 
-    def __init__(self, document: dict[str, Any] | None = None) -> None:
+    def __init__(self, document: contract.StatusDocument | None = None) -> None:
         super().__init__()
-        self.document = document or {"phase": "Running", "queries": []}
+        self.document: contract.StatusDocument = document or {"phase": "Running", "queries": []}
         self.calls: list[tuple[str, str]] = []
 
-    def status(self, address: str, token: str) -> dict[str, Any]:
+    def status(self, address: str, token: str) -> contract.StatusDocument:
         return copy.deepcopy(self.document)
 
     def savepoint(self, address: str, token: str, *, path: str, reason: str, stop: bool) -> dict[str, Any]:
