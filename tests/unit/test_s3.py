@@ -69,7 +69,8 @@ def test_https_endpoint_keeps_tls_and_no_secret_leaves_the_default_chain() -> No
 def test_without_s3_nothing_of_it_is_rendered() -> None:
     attempt = _attempt()
     assert not [key for key in manifests.spark_conf(attempt) if "s3a" in key]
-    assert "env" not in manifests.executor_pod_template(attempt)["spec"]["containers"][0]
+    executor_env = manifests.executor_pod_template(attempt)["spec"]["containers"][0].get("env", [])
+    assert not [item for item in executor_env if item["name"].startswith("AWS_")]
 
 
 def test_no_secret_value_in_any_rendered_text() -> None:

@@ -95,3 +95,8 @@ def driver_labels(app: str, run: int, attempt: int) -> dict[str, str]:
 def executor_selector(app: str) -> str:
     """Label selector of an app's executor pods (status.selector, for the scale subresource)."""
     return f"{APP}={app},{ROLE}={ROLE_EXECUTOR}"
+
+
+def executor_service_account(app: str) -> str:
+    """The executors' ServiceAccount: no Role is bound to it and its token is not mounted."""
+    return _fit(app, "executor")

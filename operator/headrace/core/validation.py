@@ -45,6 +45,8 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.kubernetes.driver.pod.name": "the operator (the driver pod owns its executors)",
     "spark.kubernetes.executor.podNamePrefix": "the operator (names are per run and attempt)",
     "spark.kubernetes.executor.deleteOnTermination": "the operator",
+    "spark.kubernetes.driver.ownPersistentVolumeClaim": "the operator (the driver's Role grants no PVCs)",
+    "spark.kubernetes.driver.reusePersistentVolumeClaim": "the operator (the driver's Role grants no PVCs)",
     "spark.dynamicAllocation.enabled": "spec.executor.instances (Headrace scales executors itself)",
     "spark.jars.packages": "spec.application.packages",
     "spark.submit.pyFiles": "spec.application.pyFiles",

@@ -12,6 +12,7 @@ from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
 from headrace.core.validation import spark_conf_problem
+from headrace.render import security
 from headrace.render.merge import merge
 from headrace.render.quantities import pod_memory
 
@@ -113,7 +114,6 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         "spark.kubernetes.container.image": spec.image,
         "spark.kubernetes.container.image.pullPolicy": spec.imagePullPolicy,
         "spark.kubernetes.authenticate.driver.serviceAccountName": _service_account_name(attempt),
-        "spark.kubernetes.authenticate.executor.serviceAccountName": _service_account_name(attempt),
         "spark.kubernetes.executor.podNamePrefix": names.executor_prefix(attempt.app, attempt.run, attempt.attempt),
         "spark.kubernetes.executor.podTemplateFile": f"{CONF_DIR}/{EXECUTOR_TEMPLATE}",
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
@@ -127,6 +127,7 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         "spark.blockManager.port": str(contract.BLOCK_MANAGER_PORT),
         "spark.ui.port": str(contract.SPARK_UI_PORT),
     }
+    conf.update(security.spark_conf(attempt.app))
     for key, value in {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}.items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
     # Python code the script imports from its own directory (or, as the example apps do, its parent) must be
@@ -160,22 +161,26 @@ def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
         "metadata": {"labels": {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}},
         "spec": {
             "enableServiceLinks": False,
+            "automountServiceAccountToken": False,  # executors never talk to the API server
+            "securityContext": security.pod_security_context(),
             "containers": [
                 {
                     "name": EXECUTOR_CONTAINER,
-                    "volumeMounts": [mount.model_dump() for mount in spec.volumeMounts],
+                    "securityContext": security.container_security_context(),
+                    "env": security.env(),
+                    "volumeMounts": [*security.volume_mounts(), *[mount.model_dump() for mount in spec.volumeMounts]],
                     "resources": {
                         "requests": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
                         "limits": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
                     },
                 }
             ],
-            "volumes": [volume.model_dump() for volume in spec.volumes],
+            "volumes": [*security.volumes(attempt.app), *[volume.model_dump() for volume in spec.volumes]],
         },
     }
     credentials = s3_credentials_env(spec)
     if credentials:
-        ours["spec"]["containers"][0]["env"] = credentials
+        ours["spec"]["containers"][0]["env"] += credentials
     result: dict[str, Any] = merge(ours, spec.executor.podTemplate.model_dump())
     return result
 
@@ -231,6 +236,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [
+        *security.env(),
         {"name": contract.ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": contract.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {
@@ -262,6 +268,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
             "serviceAccountName": _service_account_name(attempt),
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 30,
+            "securityContext": security.pod_security_context(),
             "containers": [
                 {
                     "name": DRIVER_CONTAINER,
@@ -269,6 +276,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "imagePullPolicy": spec.imagePullPolicy,
                     "args": _script_args(attempt),
                     "env": _driver_env(attempt),
+                    "securityContext": security.container_security_context(),
                     "ports": _ports(),
                     "resources": {
                         "requests": {"cpu": spec.driver.coreRequest or str(spec.driver.cores), "memory": memory},
@@ -276,6 +284,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     },
                     "volumeMounts": [
                         {"name": "spark-conf", "mountPath": CONF_DIR, "readOnly": True},
+                        *security.volume_mounts(),
                         *[mount.model_dump() for mount in spec.volumeMounts],
                     ],
                     "terminationMessagePath": contract.TERMINATION_MESSAGE_PATH,
@@ -287,6 +296,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "name": "spark-conf",
                     "configMap": {"name": names.config_map(attempt.app, attempt.run, attempt.attempt)},
                 },
+                *security.volumes(attempt.app),
                 *[volume.model_dump() for volume in spec.volumes],
             ],
         },
@@ -317,7 +327,9 @@ def driver_service(attempt: Attempt) -> dict[str, Any]:
 
 
 def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding letting the driver manage its executor pods."""
+    """ServiceAccounts (the driver's, unless the spec names one, and the executors'), and the Role and
+    RoleBinding letting the driver manage its executor pods and the ConfigMap Spark makes for them;
+    nothing else (no Services, Secrets or PersistentVolumeClaims)."""
     name = names.service_account(app)
     labels = names.app_labels(app)
     rules = [
@@ -326,10 +338,9 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
             "resources": ["pods"],
             "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"],
         },
-        {"apiGroups": [""], "resources": ["services", "configmaps"], "verbs": ["create", "get", "list", "delete"]},
         {
             "apiGroups": [""],
-            "resources": ["persistentvolumeclaims"],
+            "resources": ["configmaps"],
             "verbs": ["create", "get", "list", "delete", "deletecollection"],
         },
     ]
@@ -348,6 +359,7 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
             "subjects": [{"kind": "ServiceAccount", "name": _service_account_name(attempt), "namespace": namespace}],
         },
     ]
+    objects.insert(0, security.executor_service_account(app, _metadata(name, attempt, labels)))
     if attempt.spec.serviceAccountName is None:
         objects.insert(0, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(name, attempt, labels)})
     del app_uid
@@ -361,7 +373,7 @@ def control_secret(attempt: Attempt, token: str) -> dict[str, Any]:
         "kind": "Secret",
         "type": "Opaque",
         "metadata": _metadata(names.control_secret(attempt.app), attempt, names.app_labels(attempt.app)),
-        "stringData": {TOKEN_KEY: token},
+        "stringData": {TOKEN_KEY: token, security.SPARK_AUTH_KEY: security.spark_auth_secret(token)},
     }
 
 

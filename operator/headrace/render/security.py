@@ -1,0 +1,100 @@
+"""What makes an app's pods safe on a shared cluster (docs/security.md).
+
+Owns: the `restricted` Pod Security Standard settings of driver and executor pods (non-root, no
+privilege escalation, all capabilities dropped, seccomp RuntimeDefault, read-only root filesystem)
+with the writable emptyDir volumes Spark needs; Spark authentication and RPC encryption with the
+per-app secret (a key of the app's control Secret, mounted as a file in driver and executors); the
+executors' ServiceAccount, which has no rights and no token.
+Never: decisions or I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from headrace.api import names
+
+SPARK_AUTH_KEY = "spark-auth-secret"  # key of the app's control Secret
+SPARK_AUTH_VOLUME = "headrace-spark-auth"
+SPARK_AUTH_DIR = "/var/run/headrace/spark-auth"
+SPARK_AUTH_FILE = f"{SPARK_AUTH_DIR}/secret"
+SCRATCH_VOLUME = "headrace-tmp"
+SCRATCH_DIR = "/tmp"  # an emptyDir of the pod's own: temp files, spark.local.dir, HOME (ivy, caches)
+
+
+def pod_security_context() -> dict[str, Any]:
+    """Pod-level settings of the restricted Pod Security Standard (the image chooses the non-root user)."""
+    return {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context() -> dict[str, Any]:
+    """Container-level settings of the restricted Pod Security Standard, plus a read-only root filesystem."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def volumes(app: str) -> list[dict[str, Any]]:
+    """The writable scratch directory and the Spark authentication secret (only its one key)."""
+    return [
+        {"name": SCRATCH_VOLUME, "emptyDir": {}},
+        {
+            "name": SPARK_AUTH_VOLUME,
+            "secret": {
+                "secretName": names.control_secret(app),
+                "items": [{"key": SPARK_AUTH_KEY, "path": "secret", "mode": 0o400}],
+                "defaultMode": 0o400,
+            },
+        },
+    ]
+
+
+def volume_mounts() -> list[dict[str, Any]]:
+    """Mounts of `volumes` in the driver and executor containers."""
+    return [
+        {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_DIR},
+        {"name": SPARK_AUTH_VOLUME, "mountPath": SPARK_AUTH_DIR, "readOnly": True},
+    ]
+
+
+def env() -> list[dict[str, Any]]:
+    """HOME on the scratch volume: the image's home is on the read-only root filesystem."""
+    return [{"name": "HOME", "value": SCRATCH_DIR}]
+
+
+def spark_conf(app: str) -> dict[str, str]:
+    """Authentication and encryption between driver and executors, no kills from the UI, executors
+    under their own ServiceAccount, no PersistentVolumeClaims owned or reused by the driver (its Role
+    grants none)."""
+    return {
+        "spark.authenticate": "true",
+        "spark.authenticate.secret.file": SPARK_AUTH_FILE,
+        "spark.authenticate.secret.driver.file": SPARK_AUTH_FILE,
+        "spark.authenticate.secret.executor.file": SPARK_AUTH_FILE,
+        "spark.network.crypto.enabled": "true",
+        "spark.ui.killEnabled": "false",
+        "spark.kubernetes.authenticate.executor.serviceAccountName": names.executor_service_account(app),
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+    }
+
+
+def spark_auth_secret(control_token: str) -> str:
+    """The app's Spark secret, derived from its control token: executors get this, never the token."""
+    return hmac.new(control_token.encode(), b"headrace spark.authenticate", hashlib.sha256).hexdigest()
+
+
+def executor_service_account(app: str, attempt_metadata: dict[str, Any]) -> dict[str, Any]:
+    """The executors' ServiceAccount: bound to nothing, its token never mounted."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {**attempt_metadata, "name": names.executor_service_account(app)},
+        "automountServiceAccountToken": False,
+    }
