@@ -13,7 +13,7 @@ import pytest
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.controller.observe import driver_progress
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
-from headrace.core.plan import DeletePod, SetSavepointStatus, TakeSavepoint
+from headrace.core.plan import DeletePod, EnsureDriver, SetSavepointStatus, TakeSavepoint
 from headrace.core.savepoints import INTERRUPTED, SETTLE_POLL_SECONDS, SILENT_DRIVER_GRACE_SECONDS
 
 from .builders import READY, later, pod, seen, spec
@@ -67,7 +67,9 @@ def test_a_driver_that_reports_the_savepoint_took_it(suffix: str) -> None:
     )
     assert started.status.run is not None and started.status.run.number == 2
     assert started.status.run.restoredFrom == take.path
-    assert started.actions == (DeletePod(name=pod().name, reason="replaced by a new attempt"),)
+    check, delete = started.actions  # the new run's objects pass a dry run before the old driver goes
+    assert isinstance(check, EnsureDriver) and check.check_only and check.run == 2
+    assert delete == DeletePod(name=pod().name, reason="replaced by a new attempt")
 
 
 def test_a_silent_running_driver_is_waited_for_a_grace_period() -> None:

@@ -24,6 +24,29 @@ class Conflict(Exception):
     """The object changed since it was read; read it again and decide again."""
 
 
+HTTP_REFUSED = (400, 403, 422)  # bad request, forbidden (RBAC, admission, quota), invalid
+
+
+class Refused(Exception):
+    """The API server refused to create an object (validation or admission); retrying the same object is futile."""
+
+    def __init__(self, what: str, status: int, message: str) -> None:
+        super().__init__(f"{what}: HTTP {status}: {message}")
+        self.what = what
+        self.status = status
+        self.message = message
+
+
+def _server_message(error: ApiException) -> str:
+    """The API server's own explanation (the Status object's message), else the HTTP reason."""
+    try:
+        body = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or error.reason or "refused")[:1000]
+
+
 def _ignore(status: int, error: ApiException) -> None:
     if error.status != status:
         raise error
@@ -233,8 +256,9 @@ class KubeClient:
             _ignore(HTTP_NOT_FOUND, error)
 
     # ------------------------------------------------------------------------- other objects --
-    def create(self, obj: dict[str, Any]) -> None:
-        """Create one namespaced object of the kinds the operator makes; AlreadyExists is fine."""
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> None:
+        """Create one namespaced object of the kinds the operator makes; AlreadyExists is fine. With `dry_run`
+        the API server validates and admits it without storing it. A refusal raises `Refused`."""
         namespace = obj["metadata"]["namespace"]
         creators: dict[str, Any] = {
             "Pod": self.core.create_namespaced_pod,
@@ -245,9 +269,13 @@ class KubeClient:
             "Role": self.rbac.create_namespaced_role,
             "RoleBinding": self.rbac.create_namespaced_role_binding,
         }
+        options: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:
-            release(creators[obj["kind"]](namespace, obj, _preload_content=False))
+            release(creators[obj["kind"]](namespace, obj, _preload_content=False, **options))
         except ApiException as error:
+            if error.status in HTTP_REFUSED:
+                what = f"{obj['kind']} {obj['metadata'].get('name', '')}".strip()
+                raise Refused(what, int(error.status), _server_message(error)) from error
             _ignore(HTTP_CONFLICT, error)
 
     def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:

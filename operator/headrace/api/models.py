@@ -249,6 +249,15 @@ class RestartPolicy(Model):
     healthyAfter: Annotated[
         Duration, Field(description="A driver running this long resets the backoff."), change(ChangeKind.IGNORE)
     ] = "2m"
+    startTimeout: Annotated[
+        Duration,
+        Field(
+            description="A driver pod that has not started this long after it was created (unschedulable, image "
+            "not pulled) counts as a failed attempt: it is deleted and replaced after the backoff, or rolled back "
+            "when rollback is enabled and the spec changed."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = "10m"
     progressTimeout: Annotated[
         Duration | None,
         Field(

@@ -73,6 +73,7 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
     terminated = _terminated(pod)
     reason, message = _termination_reason(terminated, status) if terminated or phase == "Failed" else (None, None)
     started = _running_since(pod)
+    created = metadata.get("creationTimestamp")
     savepoint_path = None
     if (
         reason == contract.STOPPED_WITH_SAVEPOINT
@@ -92,7 +93,21 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         running_since=parse_time(started) if started else None,
         ip=status.get("podIP"),
         savepoint_path=savepoint_path,
+        created_at=parse_time(created) if created else None,
+        waiting=_waiting(status) if phase == "Pending" else None,
     )
+
+
+def _waiting(status: dict[str, Any]) -> str | None:
+    """Why a pending pod waits: its container's waiting reason, or why it is not scheduled."""
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return f"{waiting['reason']}: {waiting.get('message', '')}".strip(": ")[:300]
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"{condition.get('reason', 'Unschedulable')}: {condition.get('message', '')}".strip(": ")[:300]
+    return None
 
 
 def savepoint_resource(body: dict[str, Any]) -> SavepointResource:

@@ -12,17 +12,18 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, assert_never
 
 from headrace.adapters.driver import DriverControl, DriverUnavailable
-from headrace.adapters.kube import Conflict, KubeClient
+from headrace.adapters.kube import Conflict, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.observe import app_view, observe
-from headrace.core.observation import Observation
+from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
     CreateSavepointResource,
@@ -34,7 +35,7 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
-from headrace.core.planner import decide, spec_hash
+from headrace.core.planner import AppView, decide, spec_hash
 from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import manifests
@@ -99,11 +100,40 @@ class Reconciler:
         self.metrics.record_decision((namespace, name), view.status, plan.status, now)
         delay = plan.requeue_after
         for action in plan.actions:
-            delay = _sooner(delay, self._act(body, action))
+            try:
+                delay = _sooner(delay, self._act(body, action))
+            except Refused as error:  # the remaining actions are dropped: decided again, knowing the refusal
+                self._post_events(body, plan, now)
+                return self._refused(
+                    body, replace(view, status=plan.status), observation, action=action, error=error, now=now
+                )
             if isinstance(action, SetSavepointStatus):
                 self._record_settled_savepoint(action, observation, now)
         self._post_events(body, plan, now)
         return delay
+
+    def _refused(
+        self,
+        body: dict[str, Any],
+        view: AppView,
+        observation: Observation,
+        *,
+        action: Action,
+        error: Refused,
+        now: datetime,
+    ) -> float | None:
+        """Record a refused attempt (status.error, Degraded, an event, backoff) instead of retrying it blindly."""
+        if not isinstance(action, EnsureDriver):
+            raise error
+        metadata = body["metadata"]
+        logger.warning("creating the driver of %s/%s was refused: %s", metadata["namespace"], metadata["name"], error)
+        refusal = Refusal(action.run, action.attempt, error.what, error.message, dry_run=action.check_only)
+        plan = decide(view, replace(observation, refused=refusal), now)
+        if plan.status != view.status:
+            body = self.kube.replace_app_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+        self.metrics.record_decision((metadata["namespace"], metadata["name"]), view.status, plan.status, now)
+        self._post_events(body, plan, now)
+        return plan.requeue_after
 
     def _record_settled_savepoint(self, action: SetSavepointStatus, observation: Observation, now: datetime) -> None:
         """A savepoint outcome recorded without asking a driver: an import (not timed), or a savepoint
@@ -233,6 +263,10 @@ class Reconciler:
             restore_from=action.restore_from,
             allow_repartition=action.allow_repartition,
         )
+        if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
+            for obj in manifests.attempt_objects(attempt):
+                self.kube.create(obj, dry_run=True)
+            return
         # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
         self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
         failpoints.hit("inside:EnsureDriver/Secret")

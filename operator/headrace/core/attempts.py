@@ -13,6 +13,8 @@ from headrace.core.plan import DeletePod, EnsureDriver
 from headrace.core.timefmt import format_time
 
 FENCE_POLL_SECONDS = 1.0
+PREVIOUS_RUN = "previousRun"  # pendingOperation.detail of a StartDriver that replaces a run's attempt
+PREVIOUS_SPEC = "previousSpec"
 PENDING_POLL_SECONDS = 5.0
 
 
@@ -37,10 +39,16 @@ def start_attempt(
         specHash=spec_hash(spec),
         restoredFrom=restore_from,
     )
+    previous, previous_spec = builder.status.run, builder.status.lastReconciledSpec
     builder.status.run = started
     builder.status.pendingOperation = PendingOperation(
         kind="StartDriver", step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
     )
+    if previous is not None and previous_spec is not None:  # to return to, should the API server refuse this one
+        builder.status.pendingOperation.detail = {
+            PREVIOUS_RUN: previous.model_dump_json(exclude_none=True),
+            PREVIOUS_SPEC: previous_spec,
+        }
     builder.status.lastReconciledSpec = spec_json(spec)
     builder.status.executors = spec.executor.instances
     builder.status.restarts.nextRetryAt = None
@@ -63,27 +71,35 @@ def next_attempt(builder: Builder, spec: StreamingAppSpec, observation: Observat
 
 
 def continue_start(builder: Builder, observation: Observation, run: RunStatus) -> None:
-    """Create the driver of the pending attempt once every other driver pod is gone."""
+    """Create the driver of the pending attempt once every other driver pod is gone. A driver still alive is
+    removed only after a server-side dry run of the new attempt's objects passes (the controller stops at a
+    refusal, so a pod the API server would refuse never costs the running driver)."""
     others = observation.others(run.number, run.attempt)
+    spec = parse_spec_json(builder.status.lastReconciledSpec)
+    missing = observation.driver(run.number, run.attempt) is None
     if others:
+        if spec is not None and missing and any(not pod.terminated and not pod.deleting for pod in others):
+            builder.actions.append(_ensure(spec, run, check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
         builder.requeue(FENCE_POLL_SECONDS)
         return
-    spec = parse_spec_json(builder.status.lastReconciledSpec)
-    if observation.driver(run.number, run.attempt) is None and spec is not None:
-        builder.actions.append(
-            EnsureDriver(
-                run=run.number,
-                attempt=run.attempt,
-                spec=spec,
-                checkpoint_dir=run.checkpointDir,
-                restore_from=run.restoredFrom,
-                allow_repartition=_may_repartition(spec, run),
-            )
-        )
+    if missing and spec is not None:
+        builder.actions.append(_ensure(spec, run))
         builder.requeue(PENDING_POLL_SECONDS)
         return
     builder.status.pendingOperation = None
+
+
+def _ensure(spec: StreamingAppSpec, run: RunStatus, *, check_only: bool = False) -> EnsureDriver:
+    return EnsureDriver(
+        run=run.number,
+        attempt=run.attempt,
+        spec=spec,
+        checkpoint_dir=run.checkpointDir,
+        restore_from=run.restoredFrom,
+        allow_repartition=_may_repartition(spec, run),
+        check_only=check_only,
+    )
 
 
 def _may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:

@@ -27,6 +27,8 @@ class DriverPod:
     running_since: datetime | None = None
     ip: str | None = None
     savepoint_path: str | None = None  # set when the runtime exited after stop-with-savepoint
+    created_at: datetime | None = None
+    waiting: str | None = None  # why a pod that has not started waits (Unschedulable, ImagePullBackOff: ...)
 
     @property
     def terminated(self) -> bool:
@@ -76,12 +78,24 @@ class SavepointResource:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """The API server refused an object of an attempt (admission, validation): what and why, as it said."""
+
+    run: int
+    attempt: int
+    what: str  # e.g. "Pod clicks-r1-a2-driver"
+    message: str
+    dry_run: bool = False  # refused while checking, before anything was removed
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything the planner may look at besides spec and status."""
 
     drivers: tuple[DriverPod, ...] = ()
     savepoints: tuple[SavepointResource, ...] = ()
     progress: DriverProgress | None = None  # from the current driver's control endpoint, when it answered
+    refused: Refusal | None = None  # set by the controller when creating (or checking) an attempt was refused
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

@@ -21,6 +21,7 @@ class EnsureDriver:
     checkpoint_dir: str
     restore_from: str | None = None
     allow_repartition: bool = False
+    check_only: bool = False  # a server-side dry run (dryRun=All): would the API server accept these objects?
 
 
 @dataclass(frozen=True)

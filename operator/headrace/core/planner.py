@@ -31,11 +31,18 @@ from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_RESTORE_INCOMPATIBLE
 from headrace.core import savepoints
-from headrace.core.attempts import continue_start, fence_strays, next_attempt, start_attempt
+from headrace.core.attempts import (
+    PREVIOUS_RUN,
+    PREVIOUS_SPEC,
+    continue_start,
+    fence_strays,
+    next_attempt,
+    start_attempt,
+)
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
-from headrace.core.observation import DriverPod, DriverProgress, Observation
+from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
 from headrace.core.plan import DeletePod, Plan, RescaleInPlace
 from headrace.core.restarts import healthy_reset, record_failure
 from headrace.core.timefmt import format_time, parse_time
@@ -44,6 +51,9 @@ from headrace.core.validation import validate_spec
 __all__ = ["AppView", "decide", "parse_spec_json", "spec_hash", "spec_json"]
 
 PENDING_POLL_SECONDS = 5.0
+DRIVER_REFUSED = "DriverRefused"  # the API server refused an attempt's objects
+UPGRADE_REFUSED = "UpgradeRefused"  # ... checked before the running driver was removed: it keeps running
+DRIVER_START_TIMEOUT = "DriverStartTimeout"
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 RESTORE_POLL_SECONDS = 10.0
 
@@ -63,6 +73,10 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     run = builder.status.run
     if run is None:
         _first_run(builder, spec, observation)
+        return builder.plan()
+    refused = observation.refused
+    if refused is not None and (refused.run, refused.attempt) == (run.number, run.attempt):
+        _refused(builder, spec, observation, run, refused)
         return builder.plan()
     pod = observation.driver(run.number, run.attempt)
     pending = builder.status.pendingOperation
@@ -127,6 +141,9 @@ def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Obse
 
 def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:
     """Wait out the backoff, then start the next attempt of the same run (same checkpoint)."""
+    pending = builder.status.pendingOperation
+    if pending is not None and pending.detail.get("reason") == DRIVER_REFUSED and builder.app.status.error:
+        builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # stays until an attempt is accepted
     retry_at = builder.status.restarts.nextRetryAt
     if retry_at is not None and builder.now < parse_time(retry_at):
         builder.requeue((parse_time(retry_at) - builder.now).total_seconds())
@@ -166,9 +183,57 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         _succeeded(builder, spec, pod)
     elif pod.phase == "Failed":
         _failed(builder, spec, pod)
+    elif pod.phase == "Pending" and (overdue := _start_overdue(builder, spec, pod)) is not None:
+        _failure(builder, spec, pod, DRIVER_START_TIMEOUT, overdue)
     else:
-        builder.condition("Ready", "False", "DriverPending", f"driver pod {pod.name} is {pod.phase}")
+        waiting = f" ({pod.waiting})" if pod.waiting else ""
+        builder.condition("Ready", "False", "DriverPending", f"driver pod {pod.name} is {pod.phase}{waiting}")
         builder.requeue(PENDING_POLL_SECONDS)
+
+
+def _start_overdue(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> str | None:
+    """Why a pod that has not started within restartPolicy.startTimeout counts as failed (None: not yet)."""
+    timeout = parse_duration(spec.restartPolicy.startTimeout)
+    created = pod.created_at or builder.now
+    waited = (builder.now - created).total_seconds()
+    if waited < timeout:
+        builder.requeue(timeout - waited)
+        return None
+    waiting = f": {pod.waiting}" if pod.waiting else ""
+    return (
+        f"driver pod {pod.name} did not start within restartPolicy.startTimeout ({spec.restartPolicy.startTimeout})"
+        f"{waiting}; check spec.image and the cluster's capacity, or raise restartPolicy.startTimeout"
+    )
+
+
+def _refused(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus, refused: Refusal
+) -> None:
+    """The API server refused the attempt's objects. When the driver it was to replace still runs (the dry run
+    caught it first), that driver stays and the spec is not retried until it changes; otherwise the refusal
+    counts as a failed attempt: retried after the backoff, rolled back when enabled, Failed after too many."""
+    message = (
+        f"the API server refused {refused.what} of run {run.number} attempt {run.attempt}: {refused.message}; fix "
+        "the spec (or the cluster's policy that refuses it)"
+    )
+    detail = builder.status.pendingOperation.detail if builder.status.pendingOperation is not None else {}
+    previous = RunStatus.model_validate_json(detail[PREVIOUS_RUN]) if PREVIOUS_RUN in detail else None
+    old = observation.driver(previous.number, previous.attempt) if previous is not None else None
+    if previous is not None and old is not None and not old.terminated and not old.deleting:
+        builder.status.restarts, _ = record_failure(
+            builder.status.restarts, spec.restartPolicy, reason=DRIVER_REFUSED, message=message, now=builder.now
+        )
+        builder.status.run = previous
+        builder.status.lastReconciledSpec = detail.get(PREVIOUS_SPEC, builder.status.lastReconciledSpec)
+        builder.status.pendingOperation = None
+        builder.status.failedSpecHash = run.specHash
+        kept = f"{message}. Driver {old.name} keeps running the previous spec"
+        builder.report_error(UPGRADE_REFUSED, kept)
+        builder.phase("Running" if old.phase == "Running" else "Deploying", kept, warning=True)
+        builder.condition("Progressing", "False", UPGRADE_REFUSED, message)
+        return
+    _failure(builder, spec, None, DRIVER_REFUSED, message)
+    builder.report_error(DRIVER_REFUSED, message)
 
 
 def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
@@ -328,6 +393,9 @@ def _maybe_leave_terminal_phase(
     builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus
 ) -> None:
     """A Failed or Completed app starts again when the user changes the spec (or bumps restartNonce)."""
+    refused = builder.status.restarts.lastFailureReason == DRIVER_REFUSED
+    if builder.status.phase == "Failed" and refused and builder.app.status.error:
+        builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # why it failed stays in status.error
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if running_spec is not None and classify_change(running_spec, spec) is None:
         return
@@ -351,7 +419,8 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         builder.report_error(
             "UpgradeNotRetried",
             "this spec failed to upgrade (or was rolled back); the driver runs the previous spec. Change the spec to "
-            "try again",
+            f"try again. Last failure: {builder.status.restarts.lastFailureReason}: "
+            f"{builder.status.restarts.lastFailureMessage}",
         )
         return
     ready = observation.progress is not None and observation.progress.ready

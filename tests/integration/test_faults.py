@@ -1,0 +1,268 @@
+"""Fault handling of the real operator on a real API server (issue 13): what it does when its inputs are bad.
+
+No kubelet runs here: the tests report pod phases themselves, as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiClient
+
+from headrace.api import models
+from testbed.operator_process import OperatorProcess
+
+from .kube import (
+    app_manifest,
+    condition,
+    create_app,
+    driver_pods,
+    events_for,
+    get_app,
+    live_driver_pods,
+    set_pod_running,
+    wait_for,
+)
+
+FUTURE_FIELD = "committedOffsets"  # a status field of a "newer" operator version
+
+
+def _status(api: ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    return dict(get_app(api, namespace, name).get("status", {}))
+
+
+def _status_schema(crd: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return schema
+
+
+@pytest.fixture
+def newer_crd(api: ApiClient) -> Iterator[None]:
+    """The StreamingApp CRD of a newer version: one more status field (as after rolling the operator back)."""
+    extensions = client.ApiextensionsV1Api(api)
+    crd_name = f"{models.APP_PLURAL}.{models.GROUP}"
+
+    def change(add: bool) -> None:
+        crd = api.sanitize_for_serialization(extensions.read_custom_resource_definition(crd_name))
+        properties = _status_schema(crd)["properties"]
+        if add:
+            properties[FUTURE_FIELD] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        else:
+            properties.pop(FUTURE_FIELD, None)
+        extensions.replace_custom_resource_definition(crd_name, crd)
+
+    change(add=True)
+    try:
+        yield
+    finally:
+        change(add=False)
+
+
+def test_unreadable_status_holds_the_app_and_never_starts_over(
+    operator: OperatorProcess, api: ApiClient, namespace: str, newer_crd: None
+) -> None:
+    create_app(api, namespace, app_manifest("held"))
+    first = wait_for(lambda: driver_pods(api, namespace, "held"), what="driver")[0]
+    set_pod_running(api, namespace, first.metadata.name)
+    wait_for(lambda: _status(api, namespace, "held").get("phase") == "Running", what="Running")
+    client.CoreV1Api(api).delete_namespaced_pod(first.metadata.name, namespace)  # on to attempt 2
+    wait_for(lambda: [p for p in live_driver_pods(api, namespace, "held") if p.metadata.name == "held-r1-a2-driver"])
+    set_pod_running(api, namespace, "held-r1-a2-driver")
+    wait_for(lambda: (_status(api, namespace, "held").get("run") or {}).get("attempt") == 2, what="attempt 2")
+    custom = client.CustomObjectsApi(api)
+
+    def write_future_field() -> bool:  # the API server prunes it until it serves the newer schema
+        custom.patch_namespaced_custom_object_status(
+            models.GROUP, models.VERSION, namespace, models.APP_PLURAL, "held", {"status": {FUTURE_FIELD: {"q": 7}}}
+        )
+        return FUTURE_FIELD in _status(api, namespace, "held")
+
+    wait_for(write_future_field, what="the newer status field stored")
+    held_at = time.monotonic()
+    degraded = wait_for(
+        lambda: (
+            (c := condition(get_app(api, namespace, "held"), "Degraded")) and c["reason"] == "StatusUnreadable" and c
+        ),
+        what="Degraded StatusUnreadable",
+    )
+    print(f"unreadable status -> Degraded: {time.monotonic() - held_at:.2f}s")
+    assert f"status.{FUTURE_FIELD}" in degraded["message"]
+    wait_for(lambda: "StatusUnreadable" in {e.reason for e in events_for(api, namespace, "held")}, what="event")
+    time.sleep(3)  # several reconciles (the status patch itself is an event)
+    status = _status(api, namespace, "held")
+    assert status[FUTURE_FIELD] == {"q": 7}  # left as written
+    assert status["run"]["number"] == 1 and status["run"]["attempt"] == 2
+    pods = live_driver_pods(api, namespace, "held")
+    assert [pod.metadata.name for pod in pods] == ["held-r1-a2-driver"]  # not deleted, no fresh start
+    assert len([e for e in events_for(api, namespace, "held") if e.reason == "StatusUnreadable"]) == 1
+    # the field removed by hand (or the newer operator back): the app is managed again
+    custom.patch_namespaced_custom_object_status(
+        models.GROUP, models.VERSION, namespace, models.APP_PLURAL, "held", {"status": {FUTURE_FIELD: None}}
+    )
+    wait_for(
+        lambda: (c := condition(get_app(api, namespace, "held"), "Degraded")) and c["reason"] != "StatusUnreadable",
+        what="Degraded no longer StatusUnreadable",
+    )
+    assert [pod.metadata.name for pod in live_driver_pods(api, namespace, "held")] == ["held-r1-a2-driver"]
+
+
+FORBIDDEN_IMAGE = "localhost/headrace/forbidden:1"
+
+
+@pytest.fixture
+def forbid_image(api: ApiClient, namespace: str) -> Iterator[None]:
+    """An admission policy (ValidatingAdmissionPolicy, CEL) that refuses pods of an image in the test's namespace."""
+    admission = client.AdmissionregistrationV1Api(api)
+    name = f"forbid-{namespace}"
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "object.spec.containers.all(c, !c.image.contains('forbidden'))",
+                        "message": "images named forbidden are not allowed in this namespace",
+                        "reason": "Forbidden",  # HTTP 403, as an admission webhook's denial
+                    }
+                ],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+            },
+        }
+    )
+    probe = {
+        "metadata": {"name": "probe"},
+        "spec": {"containers": [{"name": "c", "image": FORBIDDEN_IMAGE}]},
+    }
+
+    def enforced() -> bool:
+        try:
+            client.CoreV1Api(api).create_namespaced_pod(namespace, probe, dry_run="All")
+        except client.ApiException as error:
+            return error.status == 403
+        return False
+
+    wait_for(enforced, what="the admission policy enforced")
+    try:
+        yield
+    finally:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+
+def test_refused_driver_is_reported_and_retried_a_bounded_number_of_times(
+    operator: OperatorProcess, api: ApiClient, namespace: str, forbid_image: None
+) -> None:
+    manifest = app_manifest(
+        "denied",
+        image=FORBIDDEN_IMAGE,
+        restartPolicy={"backoff": {"initialSeconds": 0.5, "maxSeconds": 1}, "maxRestartsInWindow": 2},
+    )
+    created = time.monotonic()
+    create_app(api, namespace, manifest)
+    reported = wait_for(lambda: (s := _status(api, namespace, "denied")).get("error") and s, what="status.error")
+    print(f"refused create -> status.error: {time.monotonic() - created:.2f}s")
+    assert "images named forbidden are not allowed" in reported["error"]
+    assert "Pod denied-r1-a1-driver" in reported["error"]
+    assert condition({"status": reported}, "Degraded")["reason"] == "DriverRefused"
+    failed = wait_for(lambda: (s := _status(api, namespace, "denied")).get("phase") == "Failed" and s, what="Failed")
+    print(f"refused create -> Failed after {failed['restarts']['total']} attempts: {time.monotonic() - created:.2f}s")
+    assert failed["restarts"]["total"] == 3
+    assert "not allowed" in failed["error"]
+    assert driver_pods(api, namespace, "denied") == []
+    assert "DriverRefused" in {event.reason for event in events_for(api, namespace, "denied")}
+
+
+def test_refused_upgrade_keeps_the_running_driver(
+    operator: OperatorProcess, api: ApiClient, namespace: str, forbid_image: None
+) -> None:
+    create_app(api, namespace, app_manifest("keep"))
+    first = wait_for(lambda: driver_pods(api, namespace, "keep"), what="driver")[0]
+    set_pod_running(api, namespace, first.metadata.name)
+    wait_for(lambda: _status(api, namespace, "keep").get("phase") == "Running", what="Running")
+    patched = time.monotonic()
+    custom = client.CustomObjectsApi(api)
+    custom.patch_namespaced_custom_object(
+        models.GROUP, models.VERSION, namespace, models.APP_PLURAL, "keep", {"spec": {"image": FORBIDDEN_IMAGE}}
+    )
+    refused = wait_for(lambda: (s := _status(api, namespace, "keep")).get("error") and s, what="status.error")
+    print(f"refused upgrade -> status.error: {time.monotonic() - patched:.2f}s")
+    assert "images named forbidden are not allowed" in refused["error"]
+    wait_for(lambda: "UpgradeRefused" in {e.reason for e in events_for(api, namespace, "keep")}, what="event")
+    time.sleep(2)
+    status = _status(api, namespace, "keep")
+    assert (status["run"]["number"], status["run"]["attempt"]) == (1, 1)
+    assert [p.metadata.name for p in live_driver_pods(api, namespace, "keep")] == ["keep-r1-a1-driver"]
+    assert first.metadata.name in [p.metadata.name for p in driver_pods(api, namespace, "keep")]
+    assert "forbidden" in (status.get("error") or "")  # still says why while the driver keeps the old spec
+    # a spec the API server accepts upgrades as usual
+    custom.patch_namespaced_custom_object(
+        models.GROUP,
+        models.VERSION,
+        namespace,
+        models.APP_PLURAL,
+        "keep",
+        {"spec": {"image": "localhost/headrace/spark:0.2.0"}},
+    )
+    wait_for(lambda: [p for p in live_driver_pods(api, namespace, "keep") if p.metadata.name == "keep-r1-a2-driver"])
+
+
+def test_driver_that_never_starts_times_out_and_rolls_back(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    manifest = app_manifest(
+        "typo",
+        rollback={"enabled": True, "stableAfter": "1s"},
+        restartPolicy={"backoff": {"initialSeconds": 0.5, "maxSeconds": 1}, "startTimeout": "3s"},
+    )
+    good_image = manifest["spec"]["image"]
+    create_app(api, namespace, manifest)
+    first = wait_for(lambda: driver_pods(api, namespace, "typo"), what="driver")[0]
+    set_pod_running(api, namespace, first.metadata.name)
+    wait_for(lambda: _status(api, namespace, "typo").get("lastStableSpec"), what="stable")
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        models.GROUP,
+        models.VERSION,
+        namespace,
+        models.APP_PLURAL,
+        "typo",
+        {"spec": {"image": "localhost/headrace/sprak:0.1.0"}},
+    )
+    pending = wait_for(
+        lambda: [p for p in live_driver_pods(api, namespace, "typo") if p.metadata.name == "typo-r1-a2-driver"],
+        what="the upgraded driver (it never starts: no kubelet reports it)",
+    )[0]
+    assert pending.spec.containers[0].image == "localhost/headrace/sprak:0.1.0"
+    created = time.monotonic()
+    rolled = wait_for(
+        lambda: [p for p in live_driver_pods(api, namespace, "typo") if p.metadata.name == "typo-r1-a3-driver"],
+        what="the rolled back driver",
+    )[0]
+    print(f"pending driver created -> rolled back driver: {time.monotonic() - created:.2f}s (startTimeout 3s)")
+    assert rolled.spec.containers[0].image == good_image
+    status = _status(api, namespace, "typo")
+    assert status["restarts"]["lastFailureReason"] == "DriverStartTimeout"
+    assert "restartPolicy.startTimeout (3s)" in status["restarts"]["lastFailureMessage"]
+    assert {"DriverStartTimeout", "RollingBack"} <= {e.reason for e in events_for(api, namespace, "typo")} | {
+        status["restarts"]["lastFailureReason"]
+    }
+    set_pod_running(api, namespace, rolled.metadata.name)
+    wait_for(lambda: _status(api, namespace, "typo").get("phase") == "RolledBack", what="RolledBack")
