@@ -32,6 +32,7 @@ CLIENT_GROUPS = {
     "rbac": "rbac.authorization.k8s.io",
     "custom": models.GROUP,
     "coordination": "coordination.k8s.io",
+    "networking": "networking.k8s.io",
 }
 VERBS = {
     "get": "get",
@@ -59,7 +60,8 @@ class Need(NamedTuple):
 
 
 def _plural(kind: str) -> str:
-    return kind.replace("_", "") + "s"
+    word = kind.replace("_", "")
+    return word[:-1] + "ies" if word.endswith("y") else word + "s"
 
 
 def _custom_plurals(call: ast.Call | None) -> list[str]:

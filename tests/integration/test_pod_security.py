@@ -75,6 +75,8 @@ def test_rendered_pods_are_admitted_where_restricted_is_enforced(kube_api: ApiCl
     for obj in manifests.rbac(attempt.app, restricted, attempt.app_uid, attempt):
         if obj["kind"] == "ServiceAccount":  # the ServiceAccount admission needs them to exist
             kube.create(_unowned(obj))
+    (network_policy,) = [obj for obj in manifests.attempt_objects(attempt) if obj["kind"] == "NetworkPolicy"]
+    kube.create(_unowned(network_policy), dry_run=True)  # the API server takes the app's NetworkPolicy
     core = client.CoreV1Api(kube_api)
     for pod in (manifests.driver_pod(attempt), _executor_pod(attempt)):
         core.create_namespaced_pod(restricted, _unowned(pod), dry_run="All")

@@ -111,3 +111,19 @@ def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
     ]
     assert [item["key"] for item in volume["secret"]["items"]] == [security.SPARK_AUTH_KEY]
     assert derived not in str(manifests.attempt_objects(attempt))
+
+
+def test_network_policy_admits_the_app_and_the_operator_only() -> None:
+    attempt = _attempt()
+    (policy,) = [obj for obj in manifests.attempt_objects(attempt) if obj["kind"] == "NetworkPolicy"]
+    own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: "clicks"}
+    assert policy["spec"]["podSelector"] == {"matchLabels": own}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    same_app, operator = policy["spec"]["ingress"]
+    assert same_app == {"from": [{"podSelector": {"matchLabels": own}}]}  # this namespace, this app, every port
+    assert operator["from"][0]["podSelector"]["matchLabels"] == security.OPERATOR_POD_LABELS
+    assert sorted(port["port"] for port in operator["ports"]) == [4048, 9464]  # control and metrics, not Spark's
+    # Both the driver's and the executors' labels match the policy's selector.
+    for pod in _pods(attempt).values():
+        assert own.items() <= pod["metadata"]["labels"].items()
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == "uid-1"

@@ -38,9 +38,8 @@ app.kubernetes.io/component: operator
 
 {{/*
 Rules the operator needs in every namespace it manages, call by call (operator/headrace/adapters/kube.py
-and kopf's watches). The operator creates a Role for each app's driver (pods, services, configmaps,
-persistentvolumeclaims: see render/manifests.py), and Kubernetes lets it grant only what it holds, so
-those verbs appear here too. tests/chart checks both against the code.
+and kopf's watches). The operator creates a Role for each app's driver (pods and configmaps: see
+render/manifests.py), and Kubernetes lets it grant only what it holds, so those verbs appear here too. tests/chart checks both against the code.
 */}}
 {{- define "headrace.namespacedRules" -}}
 - apiGroups: [headrace.dev]
@@ -59,9 +58,6 @@ those verbs appear here too. tests/chart checks both against the code.
   resources: [services, configmaps]
   verbs: [create, get, list, delete]
 - apiGroups: [""]
-  resources: [persistentvolumeclaims]
-  verbs: [create, get, list, delete, deletecollection]
-- apiGroups: [""]
   resources: [secrets]
   verbs: [create, get]
 - apiGroups: [""]
@@ -69,6 +65,9 @@ those verbs appear here too. tests/chart checks both against the code.
   verbs: [create]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
+  verbs: [create]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
   verbs: [create]
 - apiGroups: [""]
   resources: [events]

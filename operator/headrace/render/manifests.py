@@ -338,11 +338,7 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
             "resources": ["pods"],
             "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"],
         },
-        {
-            "apiGroups": [""],
-            "resources": ["configmaps"],
-            "verbs": ["create", "get", "list", "delete", "deletecollection"],
-        },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list", "delete"]},
     ]
     objects: list[dict[str, Any]] = [
         {
@@ -380,8 +376,10 @@ def control_secret(attempt: Attempt, token: str) -> dict[str, Any]:
 def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
     """Everything one attempt needs, in creation order (the pod last: what it mounts exists first).
     The control Secret is separate because its token is made at the edge."""
+    network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
+        security.network_policy(attempt.app, network, _ports()),
         config_map(attempt),
         driver_service(attempt),
         driver_pod(attempt),

@@ -98,3 +98,32 @@ def executor_service_account(app: str, attempt_metadata: dict[str, Any]) -> dict
         "metadata": {**attempt_metadata, "name": names.executor_service_account(app)},
         "automountServiceAccountToken": False,
     }
+
+
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "headrace", "app.kubernetes.io/component": "operator"}  # the chart's
+
+
+def network_policy(app: str, metadata: dict[str, Any], ports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ingress to the app's pods: from the app's own pods (driver and executors, every port), and from the
+    operator's pods (the chart's labels, any namespace) to the control and metrics ports. Spark's ports
+    are closed to everything else; the control endpoint also needs the app's token."""
+    own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: app}
+    operator_ports = [
+        {"protocol": "TCP", "port": port["containerPort"]} for port in ports if port["name"] in {"control", "metrics"}
+    ]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {
+            "podSelector": {"matchLabels": own},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": own}}]},
+                {
+                    "from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
+                    "ports": operator_ports,
+                },
+            ],
+        },
+    }
