@@ -2,12 +2,14 @@ ARG BASE=docker.io/library/debian:bookworm-slim
 # Headrace's images, from one file:
 #   --target operator : the kopf operator (Python 3.11, no JVM), runs `python -m headrace`
 #   --target spark    : the Spark application base image (JRE 17, pyspark 4.3.0, the Kafka connector,
-#                       headrace[runtime]); the driver runs `python -m headrace.runtime <script> <args>`,
+#                       hadoop-aws with the AWS SDK v2 modules for s3a://, headrace[runtime]);
+#                       the driver runs `python -m headrace.runtime <script> <args>`,
 #                       executors run `executor` (see docker/spark-entrypoint.sh). Users extend it
 #                       with their job under /opt/headrace/apps/.
 # Everything is pinned: Python packages by uv.lock (with hashes), the connector by
-# docker/kafka-connector/pom.xml, build tools by docker/build-requirements.txt and
-# docker/build-backends.txt, Debian packages by release (bookworm).
+# docker/kafka-connector/pom.xml, S3A by docker/s3a/pom.xml and docker/s3a/jars.sha256, build
+# tools by docker/build-requirements.txt and docker/build-backends.txt, Debian packages by
+# release (bookworm).
 # Heavy layers come first, the repository's sources last, so a source change rebuilds little.
 # Build args only needed behind a TLS-intercepting proxy (the project's testbed passes them):
 #   BUILD_CA  : path of a CA bundle mounted into the build (Maven's truststore is made from it)
@@ -75,6 +77,13 @@ RUN --mount=type=cache,target=/root/.m2 \
     mvn -B -ntp -f /build/pom.xml dependency:copy-dependencies \
       -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/jars
 
+# --- hadoop-aws and the AWS SDK v2 modules S3A needs (s3a:// state), from Maven Central -------------
+FROM kafka-jars AS s3a-jars
+COPY docker/s3a/pom.xml /build-s3a/pom.xml
+RUN --mount=type=cache,target=/root/.m2 \
+    mvn -B -ntp --strict-checksums -f /build-s3a/pom.xml dependency:copy-dependencies \
+      -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/s3a-jars
+
 # --- JRE 17 and pyspark with the runtime dependencies --------------------------------------------
 FROM python AS spark-dependencies
 ARG DEBIAN_FRONTEND=noninteractive
@@ -96,6 +105,14 @@ COPY --from=kafka-jars /jars /tmp/kafka-jars
 COPY docker/select-connector-jars.sh /tmp/select-connector-jars.sh
 RUN bash /tmp/select-connector-jars.sh /tmp/kafka-jars \
       /opt/venv/lib/python3.11/site-packages/pyspark/jars /connector-jars
+COPY --from=s3a-jars /s3a-jars /tmp/s3a-jars
+COPY docker/s3a/jars.sha256 /tmp/s3a-jars.sha256
+# Exactly the pinned S3A jars, byte for byte: any other jar or a changed one fails the build.
+RUN bash /tmp/select-connector-jars.sh /tmp/s3a-jars \
+      /opt/venv/lib/python3.11/site-packages/pyspark/jars /tmp/s3a-selected \
+ && cd /tmp/s3a-selected && sha256sum --check --strict --quiet /tmp/s3a-jars.sha256 \
+ && [ "$(ls | sort)" = "$(awk '{print $2}' /tmp/s3a-jars.sha256 | sort)" ] \
+ && mv /tmp/s3a-selected/*.jar /connector-jars/
 
 # --- target: spark ---------------------------------------------------------------------------------
 FROM spark-dependencies AS spark
@@ -112,7 +129,7 @@ COPY --chmod=0755 docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
 COPY apps/ /opt/headrace/apps/
 COPY --from=headrace /staging/ /opt/venv/
 LABEL org.opencontainers.image.title="headrace-spark" \
-      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, headrace runtime" \
+      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, S3A, headrace runtime" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /opt/headrace
 USER 185

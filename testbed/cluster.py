@@ -1,7 +1,8 @@
-"""A whole single-node Kubernetes cluster on this machine: the control plane, one node, and Kafka.
+"""A whole single-node Kubernetes cluster on this machine: the control plane, one node, Kafka and S3.
 
-Owns: composing `ControlPlane`, `Node` (which brings cluster DNS) and the cluster's Kafka broker
-(``kafka.kafka.svc:9092``, `testbed.cluster_kafka`) in the right order (the apiserver listens on every
+Owns: composing `ControlPlane`, `Node` (which brings cluster DNS), the cluster's Kafka broker
+(``kafka.kafka.svc:9092``, `testbed.cluster_kafka`) and S3 server (``http://s3.s3.svc:9000``,
+`testbed.objectstore`) in the right order (the apiserver listens on every
 address and advertises the bridge gateway, so pods reach it through the ``kubernetes`` Service),
 the `Cluster` context manager for tests, and ``python -m testbed.cluster up|down|status|import``
 commands: ``up`` starts a detached supervisor that keeps the cluster running after the command
@@ -32,6 +33,7 @@ from testbed import REPOSITORY, build, host, procs
 from testbed.cluster_kafka import ClusterKafka
 from testbed.controlplane import ControlPlane
 from testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
+from testbed.objectstore import ClusterObjectStore
 
 UP_TIMEOUT_SECONDS = 1800.0  # a cold start may build the Kubernetes binaries first
 DOWN_TIMEOUT_SECONDS = 120.0
@@ -53,8 +55,8 @@ def kubeconfig_path() -> Path:
 
 
 class Cluster:
-    """Control plane + node (+ Kafka unless ``kafka=False``). ``up(workdir)`` returns the admin kubeconfig;
-    ``down()`` removes everything.
+    """Control plane + node (+ Kafka unless ``kafka=False``, + an S3 server unless ``object_store=False``).
+    ``up(workdir)`` returns the admin kubeconfig; ``down()`` removes everything.
 
     As a context manager it is up for the duration of the block (``Cluster(workdir)``).
     """
@@ -67,10 +69,13 @@ class Cluster:
         network: NodeNetwork | None = None,
         image_store: Path | None = None,
         kafka: bool = True,
+        object_store: bool = True,
     ) -> None:
         self.workdir = workdir
         self.with_kafka = kafka
         self.kafka: ClusterKafka | None = None
+        self.with_object_store = object_store
+        self.object_store: ClusterObjectStore | None = None
         self.image_store = image_store
         self.node_name = node_name
         self.network = network or NodeNetwork()
@@ -127,6 +132,10 @@ class Cluster:
                 kubectl = build.binary("kubectl")
                 self.kafka = ClusterKafka(workdir / "kafka", gateway, kubectl, self.control_plane.kubeconfig)
                 self.kafka.start()
+            if self.with_object_store:
+                kubectl = build.binary("kubectl")
+                self.object_store = ClusterObjectStore(workdir / "s3", gateway, kubectl, self.control_plane.kubeconfig)
+                self.object_store.start()
         except BaseException as error:
             self._down_keeping(error)
             raise
@@ -138,9 +147,14 @@ class Cluster:
         began = time.monotonic()
         node, plane, self.node, self.control_plane = self.node, self.control_plane, None, None
         kafka, self.kafka = self.kafka, None
+        store, self.object_store = self.object_store, None
         try:
-            if kafka is not None:
-                kafka.stop()
+            try:
+                if store is not None:
+                    store.stop()
+            finally:
+                if kafka is not None:
+                    kafka.stop()
         finally:
             try:
                 if node is not None:

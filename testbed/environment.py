@@ -24,6 +24,7 @@ from headrace.core.validation import RESTRICTED_VOLUME_TYPES
 from testbed import REPOSITORY, build, images, scenario
 from testbed.cluster import Cluster
 from testbed.controlplane import create_namespace, delete_namespace
+from testbed.objectstore import ClusterObjectStore
 from testbed.scenario import OPERATOR_NAMESPACE
 
 DEV_VOLUME_TYPES = (*RESTRICTED_VOLUME_TYPES, "hostPath")  # the tenant policy of the local cluster
@@ -35,6 +36,7 @@ class Environment:
 
     kubeconfig: Path
     data_root: Path
+    object_store: ClusterObjectStore | None = None  # the local cluster's S3 server (None on another cluster)
 
     def _run(self, command: list[str], timeout: float) -> str:
         result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
@@ -91,7 +93,7 @@ def environment(workdir: Path) -> Iterator[Environment]:
             cluster.import_image(archive)
         data_root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scenario.pod_data_root("e2e")))
         data_root.chmod(0o777)
-        target = Environment(cluster.kubeconfig, data_root)
+        target = Environment(cluster.kubeconfig, data_root, object_store=cluster.object_store)
         try:
             target.install_operator()
             yield target

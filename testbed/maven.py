@@ -159,3 +159,24 @@ def resolve(
     paths = [a.path for a in artifacts]
     manifest.write_text(json.dumps([str(p) for p in paths], indent=1))
     return paths
+
+
+def resolve_pom(pom: Path, exclude_provided_by_spark: bool) -> list[Path]:
+    """Jars of the dependencies a pom file declares (with its exclusions and pins), downloaded once into
+    the cache; the same rule for jars PySpark ships as `resolve`. Used for the poms the Dockerfile builds from."""
+    text = pom.read_text()
+    key = hashlib.sha256(json.dumps([text, exclude_provided_by_spark]).encode()).hexdigest()[:16]
+    workdir = cache_root() / "maven" / "requests" / f"pom-{key}"
+    manifest = workdir / _MANIFEST
+    cached = _cached(manifest)
+    if cached is not None:
+        return cached
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "pom.xml").write_text(text)
+    (workdir / "settings.xml").write_text(mirror_settings())
+    artifacts = parse_dependency_list(_run_maven(workdir, cache_root() / "maven" / "repository"))
+    if exclude_provided_by_spark:
+        artifacts = without_shipped(artifacts, pyspark_jar_names())
+    paths = [a.path for a in artifacts]
+    manifest.write_text(json.dumps([str(p) for p in paths], indent=1))
+    return paths

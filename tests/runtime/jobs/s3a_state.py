@@ -1,0 +1,75 @@
+"""A stateful query checkpointing to s3a:// through the image's S3A jars, in two runs, then a savepoint-style copy.
+
+Usage: s3a_state.py <endpoint> <s3a checkpoint URI> <s3a copy URI> <input dir> <result json> <jar,jar,...>
+Run 1 reads the input files present, run 2 (same checkpoint, one more file) must continue the counts from the
+state the first run left on S3; then the checkpoint is copied with the runtime's HadoopFileSystem. Credentials
+come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as the operator passes them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession, functions
+
+from headrace.runtime.hadoop_fs import HadoopFileSystem
+
+
+def main() -> None:
+    endpoint, checkpoint, copy_target, input_dir, result_path, jars = sys.argv[1:7]
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("s3a-state")
+        .config("spark.jars", jars)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.hadoop.fs.s3a.endpoint", endpoint)
+        .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
+        .config("spark.hadoop.fs.s3a.path.style.access", "true")
+        .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
+        .config(
+            "spark.hadoop.fs.s3a.aws.credentials.provider",
+            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+        )
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .getOrCreate()
+    )
+    batches: list[dict[str, int]] = []
+
+    def collect(frame, _batch_id):  # type: ignore[no-untyped-def]
+        batches.append({row["key"]: row["count"] for row in frame.collect()})
+
+    runs = []
+    for run in (1, 2):
+        if run == 2:
+            (Path(input_dir) / "c.txt").write_text("a\nb\nb\n")
+        lines = spark.readStream.format("text").load(input_dir)
+        counts = lines.groupBy(functions.col("value").alias("key")).count()
+        query = (
+            counts.writeStream.outputMode("update")
+            .foreachBatch(collect)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        runs.append(dict(batches[-1]) if batches else {})
+    fs = HadoopFileSystem.of_session(spark)
+    files = fs.list_files(checkpoint)
+    missing = fs.copy_files(checkpoint, copy_target, sorted(files))
+    copied = fs.list_files(copy_target)
+    Path(result_path).write_text(
+        json.dumps({"runs": runs, "files": sorted(files), "missing": missing, "copied": sorted(copied)})
+    )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
