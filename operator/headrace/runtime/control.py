@@ -67,6 +67,9 @@ def _executors_field(body: dict[str, Any]) -> int:
     return value
 
 
+SOCKET_TIMEOUT_SECONDS = 30.0  # a connection that sends nothing this long is closed (the reply may take longer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     """Routes requests to ``actions``; a subclass per server sets ``actions`` and ``token``."""
 
@@ -153,10 +156,16 @@ class _Handler(BaseHTTPRequestHandler):
 class ControlServer:
     """The control endpoint served from a daemon thread."""
 
-    def __init__(self, actions: ControlActions, token: str | None, address: str, port: int) -> None:
-        self._server = ThreadingHTTPServer(
-            (address, port), type("Handler", (_Handler,), {"actions": actions, "token": token})
-        )
+    def __init__(
+        self,
+        actions: ControlActions,
+        token: str | None,
+        address: str,
+        port: int,
+        socket_timeout: float = SOCKET_TIMEOUT_SECONDS,
+    ) -> None:
+        handler = type("Handler", (_Handler,), {"actions": actions, "token": token, "timeout": socket_timeout})
+        self._server = ThreadingHTTPServer((address, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="headrace-control", daemon=True)
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import threading
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from headrace.runtime.progress import ProgressSummary
 
 MAX_QUERY_LABELS = 64
+SOCKET_TIMEOUT_SECONDS = 30.0  # a scrape connection idle this long is closed
 SAVEPOINT_RESULTS = ("success", "failure")
 
 
@@ -88,7 +91,16 @@ class RuntimeMetrics:
         if succeeded:
             self.savepoint_bytes.set(size)
 
-    def serve(self, address: str, port: int) -> Any:
-        """Serve ``/metrics`` in a daemon thread; return the server (``shutdown()`` to stop)."""
-        server, _thread = start_http_server(port, addr=address, registry=self.registry)
+    def serve(self, address: str, port: int, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Any:
+        """Serve ``/metrics`` in a daemon thread; return the server (``shutdown()`` to stop). A connection that
+        sends nothing for ``socket_timeout`` seconds is closed (a stalled scraper never keeps a thread)."""
+
+        class Handler(WSGIRequestHandler):
+            timeout = socket_timeout
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = make_server(address, port, make_wsgi_app(self.registry), ThreadingWSGIServer, handler_class=Handler)
+        threading.Thread(target=server.serve_forever, name="headrace-metrics", daemon=True).start()
         return server
