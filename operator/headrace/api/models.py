@@ -212,10 +212,7 @@ class JobSpec(Model):
 class Backoff(Model):
     """Exponential backoff between restarts."""
 
-    initialSeconds: Annotated[
-        float,
-        Field(ge=0, le=3600, description="Delay before a second restart in a row (a first restart is immediate)."),
-    ] = 1.0
+    initialSeconds: Annotated[float, Field(ge=0, le=3600, description="Delay before the first restart.")] = 1.0
     maxSeconds: Annotated[float, Field(ge=0, le=86400, description="Upper bound of the delay.")] = 300.0
 
 
@@ -471,6 +468,11 @@ class ProgressSummary(Model):
     stateRows: int | None = None
     sourceBacklog: float | None = Field(default=None, description="Input waiting in the sources (Kafka offsets).")
     registeredExecutors: int | None = None
+    committedBatches: dict[str, int] | None = Field(
+        default=None,
+        description="The last batch each query (by key) committed in the current run, as the operator saw it; a "
+        "later attempt of the run whose checkpoint has fewer commits refuses to start (CheckpointBehind).",
+    )
 
 
 class StreamingAppStatus(Model):

@@ -23,6 +23,9 @@ ENV_STATE_BACKEND: Final = "HEADRACE_STATE_BACKEND"  # "rocksdb" | "hdfs"
 ENV_STATE_PARTITIONS: Final = "HEADRACE_STATE_PARTITIONS"  # spark.sql.shuffle.partitions for new checkpoints
 ENV_ALLOW_REPARTITION: Final = "HEADRACE_ALLOW_REPARTITION"  # "true": restore may repartition state
 ENV_MODE: Final = "HEADRACE_MODE"  # "continuous" | "bounded" (Trigger.AvailableNow, then exit 0)
+# JSON {query key: last committed batch id} the operator saw committed by earlier attempts of this run;
+# a query whose checkpoint has fewer commits refuses to start (EXIT_CHECKPOINT_BEHIND)
+ENV_EXPECTED_COMMITS: Final = "HEADRACE_EXPECTED_COMMITS"
 ENV_CONTROL_PORT: Final = "HEADRACE_CONTROL_PORT"
 ENV_CONTROL_TOKEN: Final = "HEADRACE_CONTROL_TOKEN"  # bearer token; requests without it are refused
 ENV_METRICS_PORT: Final = "HEADRACE_METRICS_PORT"
@@ -51,6 +54,7 @@ EXIT_OK: Final = 0  # bounded run finished, or stopped after stop-with-savepoint
 EXIT_FAILED: Final = 1  # the job failed (retryable from the checkpoint)
 EXIT_USAGE: Final = 2  # bad invocation
 EXIT_RESTORE_INCOMPATIBLE: Final = 3  # savepoint cannot be restored into this job: do not retry
+EXIT_CHECKPOINT_BEHIND: Final = 4  # the checkpoint has fewer commits than the operator saw: do not start over
 
 # The driver writes a one-line JSON reason ({"reason": CamelCase, "message": str}) here on exit;
 # Kubernetes copies it into the pod's container status so the operator can report it.

@@ -155,6 +155,11 @@ def driver_progress(document: contract.StatusDocument) -> DriverProgress:
         ready=document.get("phase") == "Running" and any(query.get("active") for query in queries),
         savepointing=document.get("phase") in contract.SAVEPOINTING_PHASES,
         last_savepoint=last_savepoint.get("path") if last_savepoint else None,
+        committed=tuple(
+            (str(query["key"]), query["lastCommittedBatchId"])
+            for query in queries
+            if query.get("key") and isinstance(query.get("lastCommittedBatchId"), int)
+        ),
     )
 
 

@@ -262,6 +262,7 @@ class Reconciler:
             checkpoint_dir=action.checkpoint_dir,
             restore_from=action.restore_from,
             allow_repartition=action.allow_repartition,
+            expected_commits=action.expected_commits,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

@@ -49,6 +49,8 @@ def start_attempt(
             PREVIOUS_RUN: previous.model_dump_json(exclude_none=True),
             PREVIOUS_SPEC: previous_spec,
         }
+    if previous is None or previous.number != run:
+        builder.status.progress = None  # a new checkpoint: nothing committed in it yet
     builder.status.lastReconciledSpec = spec_json(spec)
     builder.status.executors = spec.executor.instances
     builder.status.restarts.nextRetryAt = None
@@ -79,19 +81,28 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
     missing = observation.driver(run.number, run.attempt) is None
     if others:
         if spec is not None and missing and any(not pod.terminated and not pod.deleting for pod in others):
-            builder.actions.append(_ensure(spec, run, check_only=True))
+            builder.actions.append(_ensure(spec, run, _expected(builder), check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:
-        builder.actions.append(_ensure(spec, run))
+        builder.actions.append(_ensure(spec, run, _expected(builder)))
         builder.requeue(PENDING_POLL_SECONDS)
         return
     builder.status.pendingOperation = None
 
 
-def _ensure(spec: StreamingAppSpec, run: RunStatus, *, check_only: bool = False) -> EnsureDriver:
+def _expected(builder: Builder) -> tuple[tuple[str, int], ...]:
+    """What earlier attempts of this run committed, per query (the runtime refuses to start from fewer)."""
+    progress = builder.status.progress
+    return tuple(sorted((progress.committedBatches or {}).items())) if progress is not None else ()
+
+
+def _ensure(
+    spec: StreamingAppSpec, run: RunStatus, expected: tuple[tuple[str, int], ...], *, check_only: bool = False
+) -> EnsureDriver:
     return EnsureDriver(
+        expected_commits=expected,
         run=run.number,
         attempt=run.attempt,
         spec=spec,

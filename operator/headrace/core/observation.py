@@ -52,6 +52,7 @@ class DriverProgress:
     ready: bool = False  # the runtime runs queries: savepoints can be taken
     savepointing: bool = False  # a savepoint or stop-with-savepoint is underway (or the driver stops after one)
     last_savepoint: str | None = None  # path of the last savepoint the driver took
+    committed: tuple[tuple[str, int], ...] = ()  # (query key, last committed batch id) per query
 
 
 SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]

@@ -22,6 +22,7 @@ class EnsureDriver:
     restore_from: str | None = None
     allow_repartition: bool = False
     check_only: bool = False  # a server-side dry run (dryRun=All): would the API server accept these objects?
+    expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
 
 
 @dataclass(frozen=True)

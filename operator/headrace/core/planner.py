@@ -29,7 +29,7 @@ from typing import assert_never
 
 from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
-from headrace.api.runtime_contract import EXIT_RESTORE_INCOMPATIBLE
+from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE
 from headrace.core import savepoints
 from headrace.core.attempts import (
     PREVIOUS_RUN,
@@ -54,6 +54,12 @@ PENDING_POLL_SECONDS = 5.0
 DRIVER_REFUSED = "DriverRefused"  # the API server refused an attempt's objects
 UPGRADE_REFUSED = "UpgradeRefused"  # ... checked before the running driver was removed: it keeps running
 DRIVER_START_TIMEOUT = "DriverStartTimeout"
+CHECKPOINT_BEHIND_FIX = (
+    "Not restarted: the driver does not see the checkpoint earlier attempts wrote (another volume or node, a wiped "
+    "or older copy, a changed path). Make that checkpoint reachable again (e.g. the same persistent volume or bucket), "
+    "then change spec.restartNonce to retry; to start over from empty state on purpose, apply a spec change with "
+    "upgradeMode stateless (a new run)"
+)
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 RESTORE_POLL_SECONDS = 10.0
 
@@ -265,7 +271,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
         builder.requeue(parse_duration(spec.restartPolicy.healthyAfter))
     builder.requeue(PROGRESS_POLL_SECONDS)
     if observation.progress is not None:
-        builder.status.progress = _summary(observation.progress)
+        builder.status.progress = _summary(observation.progress, builder.status.progress)
         if _stuck(builder, spec, observation.progress, since):
             timeout = spec.restartPolicy.progressTimeout
             _failure(builder, spec, pod, "NoProgress", f"no batch committed for {timeout} while input waits")
@@ -290,8 +296,14 @@ def _converge_executors(
         builder.actions.append(RescaleInPlace(pod=pod.name, address=pod.ip, executors=wanted))
 
 
-def _summary(progress: DriverProgress) -> ProgressSummary:
+def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:
+    """The driver's progress; committed batches per query only ever grow within a run (a new attempt reports
+    nothing until it commits; `start_attempt` forgets them when a run begins)."""
+    committed = dict((previous.committedBatches or {}) if previous is not None else {})
+    for key, batch in progress.committed:
+        committed[key] = max(batch, committed.get(key, batch))
     return ProgressSummary(
+        committedBatches=committed or None,
         lastBatchId=progress.last_batch_id,
         lastBatchTime=format_time(progress.last_batch_time) if progress.last_batch_time else None,
         inputRowsPerSecond=progress.input_rows_per_second,
@@ -325,6 +337,9 @@ def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
     message = pod.message or f"driver {pod.name} failed with exit code {pod.exit_code}"
     if pod.exit_code == EXIT_RESTORE_INCOMPATIBLE:
         _terminal_failure(builder, pod.reason or "RestoreIncompatible", message)
+        return
+    if pod.exit_code == EXIT_CHECKPOINT_BEHIND:
+        _terminal_failure(builder, pod.reason or "CheckpointBehind", f"{message}. {CHECKPOINT_BEHIND_FIX}")
         return
     _failure(builder, spec, pod, pod.reason or "DriverFailed", message)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ class Attempt:
     checkpoint_dir: str
     restore_from: str | None = None
     allow_repartition: bool = False
+    expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:
@@ -234,6 +236,8 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
     if attempt.restore_from:
         plain[contract.ENV_RESTORE_FROM] = attempt.restore_from
         plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
+    if attempt.expected_commits:
+        plain[contract.ENV_EXPECTED_COMMITS] = json.dumps(dict(attempt.expected_commits), sort_keys=True)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
     env += [
         *security.env(),

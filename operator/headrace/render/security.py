@@ -48,8 +48,8 @@ def volumes(app: str) -> list[dict[str, Any]]:
             "name": SPARK_AUTH_VOLUME,
             "secret": {
                 "secretName": names.control_secret(app),
-                "items": [{"key": SPARK_AUTH_KEY, "path": "secret"}],
-                "defaultMode": 0o444,  # files are root-owned without an fsGroup: the image's user must read it
+                "items": [{"key": SPARK_AUTH_KEY, "path": "secret", "mode": 0o400}],
+                "defaultMode": 0o400,
             },
         },
     ]

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from headrace.api import runtime_contract as contract
 from headrace.runtime import termination
-from headrace.runtime.checkpoint_files import last_batch_id
+from headrace.runtime.checkpoint_files import behind_problem, last_batch_id
 from headrace.runtime.control import ActionError
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.listener import RuntimeListener
@@ -45,6 +45,12 @@ from headrace.runtime.settings import RuntimeSettings
 
 log = logging.getLogger(__name__)
 EXIT_GRACE_SECONDS = 10.0
+
+
+class CheckpointBehindError(BaseException):
+    """A query's checkpoint has fewer commits than earlier attempts of the run made: exit, never start over.
+
+    A BaseException, so that a script's `except Exception` cannot swallow it."""
 
 
 class StartRefusedError(BaseException):
@@ -85,6 +91,7 @@ class Agent:
             self._attach(writer._spark)
             key = self.registry.next_key(call.query_name)
             checkpoint, managed = self._place_checkpoint(writer, call, key)
+            self._refuse_if_behind(key, checkpoint)
             if self.settings.bounded:
                 writer.trigger(availableNow=True)
             tracked = TrackedQuery(
@@ -107,6 +114,16 @@ class Agent:
                 self._phase = "Running"
             log.info("query %s started with checkpoint %s", key, checkpoint or "(Spark temporary)")
             return tracked.handle
+
+    def _refuse_if_behind(self, key: str, checkpoint: str) -> None:
+        expected = self.settings.expected_commits.get(key)
+        if expected is None or not checkpoint or self._fs is None:
+            return
+        committed = last_batch_id(self._fs.list_names(join(checkpoint, "commits")))
+        problem = behind_problem(key, checkpoint, expected, committed)
+        if problem is not None:
+            raise CheckpointBehindError(problem)
+        log.info("query %s: checkpoint commits reach batch %s (earlier attempts: %d)", key, committed, expected)
 
     def _place_checkpoint(self, writer: DataStreamWriter, call: StartCall, key: str) -> tuple[str, bool]:
         if call.checkpoint_location:

@@ -59,6 +59,18 @@ def last_batch_id(names: Iterable[str]) -> int | None:
     return max(numbers, default=None)
 
 
+def behind_problem(key: str, checkpoint: str, expected: int, committed: int | None) -> str | None:
+    """Why a query must not start: its checkpoint's commits end before the batch earlier attempts of the same
+    run committed (another volume or path, a wiped or older copy). None when it is level or ahead."""
+    if committed is not None and committed >= expected:
+        return None
+    found = "no commits" if committed is None else f"commits up to batch {committed}"
+    return (
+        f"query {key}: the checkpoint {checkpoint} has {found}, but earlier attempts of this run committed batch "
+        f"{expected}; starting would rewind state and offsets"
+    )
+
+
 def boundary_problem(planned: int | None, committed: int | None, sink: int | None) -> str | None:
     """Why a stopped query's logs do not end at one batch boundary; None when they do.
 

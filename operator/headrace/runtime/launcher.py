@@ -26,7 +26,7 @@ from pyspark.errors import StreamingQueryException
 
 from headrace.api import runtime_contract as contract
 from headrace.runtime import patching, termination
-from headrace.runtime.agent import Agent, StartRefusedError
+from headrace.runtime.agent import Agent, CheckpointBehindError, StartRefusedError
 from headrace.runtime.control import ControlServer
 from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.restore import RestoreIncompatibleError
@@ -56,8 +56,10 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
     sys.path.insert(0, str(Path(script).resolve().parent))
     try:
         runpy.run_path(script, run_name="__main__")
-    except RestoreIncompatibleError as error:
-        return termination.restore_incompatible(str(error))
+    except (RestoreIncompatibleError, CheckpointBehindError) as error:
+        log.error("%s", error)
+        behind = isinstance(error, CheckpointBehindError)
+        return (termination.checkpoint_behind if behind else termination.restore_incompatible)(str(error))
     except TerminationRequestedError:
         return TERMINATED
     except StartRefusedError as error:

@@ -7,8 +7,9 @@ Never: reads ``os.environ`` itself (the caller passes the mapping) or starts any
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from headrace.api import runtime_contract as contract
 
@@ -49,6 +50,7 @@ class RuntimeSettings:
     kubernetes_port: str | None = None
     termination_message_path: str = contract.TERMINATION_MESSAGE_PATH
     local_master: str = "local[2]"
+    expected_commits: Mapping[str, int] = field(default_factory=dict)  # query key -> last batch seen committed
 
     @property
     def bounded(self) -> bool:
@@ -99,6 +101,22 @@ def _port(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _commits(env: Mapping[str, str], name: str) -> dict[str, int]:
+    raw = _optional(env, name)
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise SettingsError(f"{name} is not JSON: {raw[:200]!r}") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(key, str) and isinstance(batch, int) and not isinstance(batch, bool) and batch >= 0
+        for key, batch in value.items()
+    ):
+        raise SettingsError(f"{name} must be a JSON object of query keys to batch ids: {raw[:200]!r}")
+    return value
+
+
 def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
     """Parse the runtime's environment; raise :class:`SettingsError` naming the bad variable."""
     attempt = _integer(env, contract.ENV_ATTEMPT, 1, 1)
@@ -125,4 +143,5 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         kubernetes_port=_optional(env, "KUBERNETES_SERVICE_PORT"),
         termination_message_path=_optional(env, ENV_TERMINATION_MESSAGE_PATH) or contract.TERMINATION_MESSAGE_PATH,
         local_master=_optional(env, ENV_LOCAL_MASTER) or "local[2]",
+        expected_commits=_commits(env, contract.ENV_EXPECTED_COMMITS),
     )

@@ -49,6 +49,10 @@ def restore_incompatible(message: str) -> Outcome:
     return Outcome(contract.EXIT_RESTORE_INCOMPATIBLE, "RestoreIncompatible", message)
 
 
+def checkpoint_behind(message: str) -> Outcome:
+    return Outcome(contract.EXIT_CHECKPOINT_BEHIND, "CheckpointBehind", message)
+
+
 def write_termination_message(path: str, outcome: Outcome) -> bool:
     """Write the outcome to ``path``; return whether it was written."""
     try:
