@@ -39,7 +39,8 @@ def test_checkpoint_on_s3_survives_a_restart_and_copies(tmp_path: Path) -> None:
         assert (store.root / store.bucket / "checkpoints" / "q" / "commits" / "1").is_file()
     assert outcome["runs"][0] == {"a": 2, "b": 1}
     assert outcome["runs"][1] == {"a": 3, "b": 3}  # counted on from the state the first run left on S3
-    assert outcome["missing"] == []
+    assert outcome["missing"] == ["offsets/999"]  # asked for, never there
     assert outcome["copied"] == outcome["files"]
+    assert outcome["server_side"] == len(outcome["files"])  # every file copied by the server (CopyObject)
     assert any(name.startswith("state/") for name in outcome["files"])
     assert {f"checkpoints/q/{name}" for name in outcome["files"]} <= set(keys)

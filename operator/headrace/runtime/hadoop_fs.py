@@ -1,15 +1,20 @@
 """Files through Hadoop's FileSystem API in the driver's JVM, so any Spark-supported store works.
 
 Owns: listing, reading, writing, copying, renaming and deleting files by Hadoop URI (local paths,
-PVCs, HDFS, s3a, gs, abfs) through the Py4J gateway of the running SparkContext.
+PVCs, HDFS, s3a, gs, abfs) through the Py4J gateway of the running SparkContext; copies within one
+S3A bucket run server-side (S3 CopyObject through S3A's own client, in parallel), no bytes through the driver.
 Never: decides which files matter (see ``checkpoint_files``) or keeps state beyond the gateway.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
+
+# Parallel CopyObject requests for a copy within one S3 bucket (each is one round trip, no data through us).
+SERVER_SIDE_COPY_THREADS = 16
 
 
 class MissingFileError(FileNotFoundError):
@@ -36,6 +41,7 @@ class HadoopFileSystem:
         self._jvm = jvm
         self._conf = hadoop_conf
         self._gateway = gateway
+        self.server_side_copies = 0  # files copied by the object store itself (CopyObject)
 
     @classmethod
     def of_session(cls, spark: Any) -> HadoopFileSystem:
@@ -148,6 +154,11 @@ class HadoopFileSystem:
         One JVM call per directory; a directory whose batch copy fails is retried file by file.
         Returns the relative paths that did not exist (vanished or never there).
         """
+        same_bucket = self._s3a_bucket(source_root)
+        if same_bucket is not None and same_bucket == self._s3a_bucket(target_root):
+            copied = self._server_side_copy(same_bucket, source_root, target_root, relative_paths)
+            if copied is not None:
+                return copied
         by_directory: dict[str, list[str]] = {}
         for relative in relative_paths:
             directory, _, name = relative.rpartition("/")
@@ -166,6 +177,49 @@ class HadoopFileSystem:
                 except MissingFileError:
                     missing.append(relative)
         return missing
+
+    def _s3a_bucket(self, uri: str) -> Any:
+        """(bucket, its S3AFileSystem) when `uri` is on S3A, else None."""
+        path = self._path(uri)
+        if str(path.toUri().getScheme()) != "s3a":
+            return None
+        return str(path.toUri().getHost()), self._fs(path)
+
+    def _server_side_copy(
+        self, bucket: tuple[str, Any], source_root: str, target_root: str, relative_paths: list[str]
+    ) -> list[str] | None:
+        """Copy with CopyObject requests in parallel; the missing paths, or None when S3A's client is not
+        reachable (then the caller copies through Hadoop)."""
+        name, fs = bucket
+        try:
+            client = fs.getS3AInternals().getAmazonS3Client("headrace savepoint copy")
+        except Py4JError:
+            return None
+        requests = self._jvm.software.amazon.awssdk.services.s3.model.CopyObjectRequest
+
+        def copy_one(relative: str) -> str | None:
+            source_key = fs.pathToKey(self._path(join(source_root, relative)))
+            target_key = fs.pathToKey(self._path(join(target_root, relative)))
+            request = (
+                requests.builder()
+                .sourceBucket(name)
+                .sourceKey(source_key)
+                .destinationBucket(name)
+                .destinationKey(target_key)
+                .build()
+            )
+            try:
+                client.copyObject(request)
+            except Py4JJavaError as error:
+                if "NoSuchKey" in str(error.java_exception.getClass().getName()):
+                    return relative
+                raise
+            return None
+
+        with ThreadPoolExecutor(max_workers=SERVER_SIDE_COPY_THREADS) as pool:
+            outcomes = list(pool.map(copy_one, relative_paths))
+        self.server_side_copies += sum(1 for outcome in outcomes if outcome is None)
+        return sorted(outcome for outcome in outcomes if outcome is not None)
 
     def rename(self, source: str, target: str) -> bool:
         source_path, target_path = self._path(source), self._path(target)

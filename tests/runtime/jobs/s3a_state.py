@@ -63,11 +63,11 @@ def main() -> None:
         runs.append(dict(batches[-1]) if batches else {})
     fs = HadoopFileSystem.of_session(spark)
     files = fs.list_files(checkpoint)
-    missing = fs.copy_files(checkpoint, copy_target, sorted(files))
+    missing = fs.copy_files(checkpoint, copy_target, [*sorted(files), "offsets/999"])
     copied = fs.list_files(copy_target)
-    Path(result_path).write_text(
-        json.dumps({"runs": runs, "files": sorted(files), "missing": missing, "copied": sorted(copied)})
-    )
+    result = {"runs": runs, "files": sorted(files), "missing": missing, "copied": sorted(copied)}
+    result["server_side"] = fs.server_side_copies
+    Path(result_path).write_text(json.dumps(result))
     spark.stop()
 
 
