@@ -12,6 +12,7 @@ import pytest
 from headrace.core.planner import decide
 from headrace.core.validation import (
     DEFAULT_POLICY,
+    USER_OVERRIDABLE_SPARK_CONF,
     TenantPolicy,
     spark_conf_owner,
     validate_spec,
@@ -252,11 +253,7 @@ def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned() -> None:
     settings = RuntimeSettings(pod_ip="10.0.0.1", pod_name="p", state_partitions=4, kubernetes_host="k")
     runtime = sparkconf.merged_conf(settings, {})
     unowned = sorted(
-        key
-        for key in {*rendered, *runtime}
-        if spark_conf_owner(key) is None
-        and key not in {"spark.app.name", "spark.executorEnv.PYTHONPATH"}
-        and key != "spark.ui.showConsoleProgress"
+        key for key in {*rendered, *runtime} if spark_conf_owner(key) is None and key not in USER_OVERRIDABLE_SPARK_CONF
     )
     assert unowned == []
 

@@ -77,7 +77,7 @@ OWNED_SPARK_CONF_PREFIXES: dict[str, str] = {
 }
 # Defaults the operator renders that a user's sparkConf may replace.
 USER_OVERRIDABLE_SPARK_CONF = frozenset(
-    {"spark.app.name", "spark.executorEnv.PYTHONPATH", "spark.ui.showConsoleProgress"}
+    {"spark.app.name", "spark.executorEnv.PYTHONPATH", "spark.ui.showConsoleProgress", "spark.sql.warehouse.dir"}
 )
 # Environment variables the operator sets on its containers; a user's env may not set them.
 RESERVED_ENV_PREFIX = "HEADRACE_"

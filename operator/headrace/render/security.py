@@ -48,8 +48,8 @@ def volumes(app: str) -> list[dict[str, Any]]:
             "name": SPARK_AUTH_VOLUME,
             "secret": {
                 "secretName": names.control_secret(app),
-                "items": [{"key": SPARK_AUTH_KEY, "path": "secret", "mode": 0o400}],
-                "defaultMode": 0o400,
+                "items": [{"key": SPARK_AUTH_KEY, "path": "secret"}],
+                "defaultMode": 0o444,  # files are root-owned without an fsGroup: the image's user must read it
             },
         },
     ]
@@ -82,6 +82,8 @@ def spark_conf(app: str) -> dict[str, str]:
         "spark.kubernetes.authenticate.executor.serviceAccountName": names.executor_service_account(app),
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+        # The default is ./spark-warehouse, on the read-only root filesystem (a user's sparkConf may move it).
+        "spark.sql.warehouse.dir": f"file://{SCRATCH_DIR}/spark-warehouse",
     }
 
 
