@@ -66,33 +66,47 @@ def test_driver_observed_clears_the_pending_operation_and_goes_running() -> None
         (pod(phase="Succeeded", exit_code=0), "DriverExited"),
     ],
 )
-def test_failures_schedule_a_restart_after_backoff(observed, reason) -> None:
+def test_failures_schedule_a_restart_at_once(observed, reason) -> None:
+    """The first failure of a healthy run restarts without a backoff (the checkpoint is consistent)."""
     status = running_app()
     plan = step(status, seen(observed) if observed else seen(), later(10))
     assert plan.status.phase == "Restarting"
     assert plan.status.restarts.lastFailureReason == reason
     assert plan.status.restarts.total == 1
-    assert plan.status.restarts.nextRetryAt == "2026-11-21T12:00:12Z"  # initialSeconds 2
+    assert plan.status.restarts.nextRetryAt == "2026-11-21T12:00:10Z"  # now: no backoff the first time
     assert plan.status.pendingOperation is not None and plan.status.pendingOperation.kind == "Restart"
-    assert plan.requeue_after == pytest.approx(2)
+    assert plan.requeue_after == pytest.approx(0)
     assert "DriverFailed" in [event.reason for event in plan.events]
 
 
-def test_restart_waits_for_backoff_then_fences_then_creates_next_attempt() -> None:
+def test_first_restart_fences_then_creates_next_attempt_without_waiting() -> None:
     failed = pod(phase="Failed", exit_code=1, reason="Error")
     status = step(running_app(), seen(failed), later(10)).status
-    waiting = step(status, seen(failed), later(11))
-    assert waiting.actions == () and waiting.requeue_after == pytest.approx(1)
-    due = step(waiting.status, seen(failed), later(12))
+    due = step(status, seen(failed), later(10))
     assert due.status.run is not None and due.status.run.attempt == 2
+    assert kinds(due) == ["DeletePod"]
+
+
+def test_second_failure_waits_for_backoff_then_fences_then_creates_next_attempt() -> None:
+    failed = pod(phase="Failed", exit_code=1, reason="Error")
+    status = step(running_app(), seen(failed), later(10)).status
+    status = step(status, seen(), later(10)).status
+    status = step(status, seen(pod(attempt=2, running_since=later(11))), later(11)).status
+    failed = pod(attempt=2, phase="Failed", exit_code=1, reason="Error")
+    status = step(status, seen(failed), later(20)).status
+    assert status.restarts.consecutive == 2
+    waiting = step(status, seen(failed), later(21))
+    assert waiting.actions == () and waiting.requeue_after == pytest.approx(1)  # initialSeconds 2
+    due = step(waiting.status, seen(failed), later(22))
+    assert due.status.run is not None and due.status.run.attempt == 3
     assert due.status.run.checkpointDir.endswith("/r1")  # same run: same checkpoint
     assert kinds(due) == ["DeletePod"]  # the old pod goes first: never two drivers
-    deleting = step(due.status, seen(pod(phase="Failed", deleting=True)), later(13))
+    deleting = step(due.status, seen(pod(attempt=2, phase="Failed", deleting=True)), later(23))
     assert kinds(deleting) == []
-    created = step(deleting.status, seen(), later(14))
+    created = step(deleting.status, seen(), later(24))
     assert kinds(created) == ["EnsureDriver"]
     action = created.actions[0]
-    assert isinstance(action, EnsureDriver) and action.attempt == 2
+    assert isinstance(action, EnsureDriver) and action.attempt == 3
 
 
 def test_backoff_grows_and_failed_after_too_many_failures_in_window() -> None:
@@ -110,7 +124,7 @@ def test_backoff_grows_and_failed_after_too_many_failures_in_window() -> None:
         plan = step(plan.status, seen(), later(now))  # create
         status = step(plan.status, seen(pod(attempt=attempt + 1, running_since=later(now))), later(now + 1)).status
         now += 1
-    assert delays == [2, 4, 8]
+    assert delays == [0, 2, 4]
     assert plan.status.phase == "Failed"
     assert plan.status.pendingOperation is None
     assert "more than 3 failures" in (plan.status.restarts.lastFailureMessage or "") or any(

@@ -212,7 +212,10 @@ class JobSpec(Model):
 class Backoff(Model):
     """Exponential backoff between restarts."""
 
-    initialSeconds: Annotated[float, Field(ge=0, le=3600, description="Delay before the first restart.")] = 1.0
+    initialSeconds: Annotated[
+        float,
+        Field(ge=0, le=3600, description="Delay before a second restart in a row (a first restart is immediate)."),
+    ] = 1.0
     maxSeconds: Annotated[float, Field(ge=0, le=86400, description="Upper bound of the delay.")] = 300.0
 
 

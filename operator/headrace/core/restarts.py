@@ -1,4 +1,4 @@
-"""The restart policy: exponential backoff, the failure window and the healthy reset.
+"""The restart policy: exponential backoff (none before the first restart), the failure window and the healthy reset.
 
 Never: I/O or the clock (every function takes `now`).
 """
@@ -11,12 +11,22 @@ from headrace.api.models import Backoff, RestartPolicy, RestartStatus, Streaming
 from headrace.core.durations import parse_duration
 from headrace.core.timefmt import format_time, parse_time
 
+# Failures of an attempt that never ran (the API server refused it, it never started): nothing was
+# healthy, so these back off from the first failure.
+NEVER_RAN_REASONS = frozenset({"DriverRefused", "DriverStartTimeout"})
 
-def backoff_seconds(consecutive_failures: int, backoff: Backoff) -> float:
-    """Delay before restarting after the n-th consecutive failure (1-based): initial * 2^(n-1), capped."""
-    if consecutive_failures <= 0:
+
+def backoff_seconds(consecutive_failures: int, backoff: Backoff, *, ran: bool = True) -> float:
+    """Delay before restarting after the n-th consecutive failure (1-based).
+
+    The first failure of a run that was healthy restarts at once (the checkpoint is consistent at
+    any point: waiting only adds to the recovery); later ones wait initial * 2^(n-2), capped. An
+    attempt that never ran waits initial * 2^(n-1) from its first failure.
+    """
+    delayed = consecutive_failures - 1 if ran else consecutive_failures
+    if delayed <= 0:
         return 0.0
-    exponent = min(consecutive_failures - 1, 40)
+    exponent = min(delayed - 1, 40)
     return float(min(backoff.initialSeconds * (2**exponent), backoff.maxSeconds))
 
 
@@ -29,7 +39,8 @@ def record_failure(
     recent.append(format_time(now))
     consecutive = restarts.consecutive + 1
     allowed = policy.type != "Never" and len(recent) <= policy.maxRestartsInWindow
-    retry_at = now + timedelta(seconds=backoff_seconds(consecutive, policy.backoff))
+    delay = backoff_seconds(consecutive, policy.backoff, ran=reason not in NEVER_RAN_REASONS)
+    retry_at = now + timedelta(seconds=delay)
     updated = RestartStatus(
         total=restarts.total + 1,
         consecutive=consecutive,
