@@ -2,12 +2,16 @@
 
 Creates are idempotent (AlreadyExists is success), deletes tolerate NotFound, and status writes
 are optimistic (a stale resourceVersion raises `Conflict`, and the caller reconciles again).
+Every call has a timeout (`REQUEST_TIMEOUT`, unless a call passes its own): a hung API server or
+connection never holds a reconcile worker for longer.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, cast
 
@@ -65,11 +69,36 @@ def release(response: Any) -> None:
     response.release_conn()
 
 
+REQUEST_TIMEOUT = (10.0, 60.0)  # seconds: (connect, read) of every API call
+
+
+def with_request_timeout(api_client: client.ApiClient, timeout: float | tuple[float, float]) -> client.ApiClient:
+    """Give every call through `api_client` a timeout unless the call passes its own. The generated API methods
+    pass `_request_timeout=None` by default, which urllib3 takes as "wait forever"."""
+    call_api: Callable[..., Any] = api_client.call_api
+    if getattr(call_api, "headrace_timeout", None) is not None:
+        call_api = call_api.__wrapped__  # type: ignore[attr-defined]
+
+    @functools.wraps(call_api)
+    def call_with_timeout(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return call_api(*args, _request_timeout=_request_timeout or timeout, **kwargs)
+
+    call_with_timeout.headrace_timeout = timeout  # type: ignore[attr-defined]
+    setattr(api_client, "call_api", call_with_timeout)  # noqa: B010 - on this instance only
+    return api_client
+
+
 class KubeClient:
     """Typed helpers over the official client (one instance per operator, thread-safe)."""
 
-    def __init__(self, api_client: client.ApiClient, *, component: str = "headrace-operator") -> None:
-        self.api_client = api_client
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        component: str = "headrace-operator",
+        request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> None:
+        self.api_client = with_request_timeout(api_client, request_timeout)
         self.core = client.CoreV1Api(api_client)
         self.rbac = client.RbacAuthorizationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
