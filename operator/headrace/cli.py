@@ -1,14 +1,25 @@
-"""The `headrace` command: run the operator, generate CRDs, and operate apps (status, savepoint, rescale...)."""
+"""The `headrace` command for people: generate CRDs, and operate apps (status, savepoint, suspend,
+resume, rescale) from any kubeconfig.
+
+Owns: turning a command into the same Kubernetes API call a person would make with kubectl (spec
+patches, the scale subresource, a StreamingSavepoint), and printing the answer.
+Never: decides anything the operator decides; it only asks through the resources. The operator
+process itself is wired in `headrace.app` (`headrace operator` runs it too).
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from headrace import cli_apps
+from headrace.adapters.connect import api_client
+from headrace.adapters.kube import KubeClient
 from headrace.api import crd
+from headrace.render.savepoints import savepoint_resource
 
 # Relative to the working directory: run `headrace crds` from a checkout (the Makefile does).
 DEFAULT_CRD_DIRECTORIES = (Path("crds"), Path("charts/headrace/crds"))
@@ -36,63 +47,147 @@ def _crds(args: argparse.Namespace) -> int:
 
 
 def _operator(args: argparse.Namespace) -> int:
-    import kopf
-    import prometheus_client
+    from headrace import app
 
-    from headrace import handlers
-    from headrace.adapters.lease import LeaseClient
-    from headrace.controller import leader
-    from headrace.controller.metrics import OperatorMetrics
-    from headrace.controller.workqueue import WorkQueue
-    from headrace.settings import OperatorSettings
+    return app.main(["--verbose"] if args.verbose else [])
 
-    settings = OperatorSettings.from_environ(os.environ)
-    kopf.configure(verbose=args.verbose)
-    metrics = OperatorMetrics(prometheus_client.REGISTRY)
-    if settings.metrics_port:
-        prometheus_client.start_http_server(settings.metrics_port)
 
-    memo = kopf.Memo(metrics=metrics)
+def _client(args: argparse.Namespace) -> KubeClient:
+    return KubeClient(api_client(args.kubeconfig, args.context), component="headrace-cli")
 
-    def run() -> bool:
-        """Run the operator until it stops; True once no reconcile runs any more."""
-        kopf.run(
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
-            standalone=True,
-            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None,
-            memo=memo,
+
+def _age(stamp: str | None, now: datetime) -> str:
+    if not stamp:
+        return "-"
+    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def status_rows(apps: list[dict[str, Any]], now: datetime) -> list[list[str]]:
+    """One row per app: namespace, name, phase, run/attempt, executors, last batch age, last savepoint age, problem."""
+    rows = []
+    for app in apps:
+        status = app.get("status") or {}
+        run = status.get("run") or {}
+        progress = status.get("progress") or {}
+        savepoint = status.get("latestSavepoint") or {}
+        rows.append(
+            [
+                app["metadata"]["namespace"],
+                app["metadata"]["name"],
+                status.get("phase") or "-",
+                f"r{run['number']}/a{run['attempt']}" if run else "-",
+                str(status.get("executors", "-")),
+                _age(progress.get("lastBatchTime"), now),
+                _age(savepoint.get("time"), now),
+                status.get("error") or (status.get("restarts") or {}).get("lastFailureReason") or "",
+            ]
         )
-        queue = memo.get("queue")  # set by handlers.startup; its cleanup stopped it
-        return not isinstance(queue, WorkQueue) or queue.wait_idle(leader.RECONCILES_DONE_SECONDS)
+    return rows
 
-    if not settings.leader_election or settings.lease_namespace is None:  # (election needs a namespace: see settings)
-        metrics.leader.set(1)
-        run()
-        return 0
-    leases = LeaseClient(
-        handlers.api_client(),
-        settings.lease_namespace,
-        settings.lease_name,
-        timeout_seconds=settings.renew_deadline_seconds / 2,
-    )
-    elector = leader.LeaderElector(leases, leader.ElectionConfig.from_settings(settings), metrics.leader)
-    leader.run_elected(elector, settings.health_port, run)
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(row[index]) for row in [header, *rows]) for index in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """`headrace status [APP]`."""
+    kube = _client(args)
+    if args.app:
+        app = kube.get_app(args.namespace, args.app)
+        if app is None:
+            print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
+            return 1
+        apps = [app]
+    else:
+        apps = kube.list_apps(None if args.all_namespaces else args.namespace)
+    header = ["NAMESPACE", "NAME", "PHASE", "RUN", "EXECUTORS", "LAST BATCH", "LAST SAVEPOINT", "PROBLEM"]
+    _print_table(header, status_rows(apps, datetime.now(UTC)))
     return 0
+
+
+def command_savepoint(args: argparse.Namespace) -> int:
+    """`headrace savepoint APP`: create a StreamingSavepoint and (by default) wait for its outcome."""
+    kube = _client(args)
+    name = args.name or f"{args.app}-manual-{datetime.now(UTC).strftime('%Y%m%d%H%M%S')}"
+    kube.create_savepoint(
+        args.namespace, savepoint_resource(args.namespace, args.app, name, "manual", operator_made=False)
+    )
+    print(f"streamingsavepoint/{name} created")
+    if args.no_wait:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        status = (kube.get_savepoint(args.namespace, name) or {}).get("status") or {}
+        if status.get("phase") == "Succeeded":
+            print(f"savepoint {name}: {status.get('path')} (batch {status.get('batchId')})")
+            return 0
+        if status.get("phase") == "Failed":
+            print(f"savepoint {name} failed: {status.get('message')}", file=sys.stderr)
+            return 1
+        time.sleep(1)
+    print(f"savepoint {name} not finished after {args.timeout}s", file=sys.stderr)
+    return 1
+
+
+def command_job_state(args: argparse.Namespace) -> int:
+    """`headrace suspend APP` / `headrace resume APP`."""
+    state = "suspended" if args.command == "suspend" else "running"
+    _client(args).patch_app_spec(args.namespace, args.app, {"job": {"state": state}})
+    print(f"streamingapp/{args.app}: job.state={state}")
+    return 0
+
+
+def command_rescale(args: argparse.Namespace) -> int:
+    """`headrace rescale APP N`."""
+    _client(args).scale_app(args.namespace, args.app, args.executors)
+    print(f"streamingapp/{args.app} scaled to {args.executors} executors")
+    return 0
+
+
+def _add_app_commands(commands: Any) -> None:
+    """Register the commands that operate apps."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-n", "--namespace", default="default")
+    common.add_argument("--kubeconfig", default=None)
+    common.add_argument("--context", default=None)
+    status = commands.add_parser("status", parents=[common], help="phase, run, executors, last batch of apps")
+    status.add_argument("app", nargs="?")
+    status.add_argument("-A", "--all-namespaces", action="store_true")
+    status.set_defaults(func=command_status)
+    savepoint = commands.add_parser("savepoint", parents=[common], help="take a savepoint now")
+    savepoint.add_argument("app")
+    savepoint.add_argument("--name", default=None, help="name of the StreamingSavepoint")
+    savepoint.add_argument("--no-wait", action="store_true")
+    savepoint.add_argument("--timeout", type=float, default=600.0)
+    savepoint.set_defaults(func=command_savepoint)
+    for verb, text in (("suspend", "take a savepoint and remove the driver"), ("resume", "restore and run again")):
+        parser = commands.add_parser(verb, parents=[common], help=text)
+        parser.add_argument("app")
+        parser.set_defaults(func=command_job_state)
+    rescale = commands.add_parser("rescale", parents=[common], help="change the number of executors")
+    rescale.add_argument("app")
+    rescale.add_argument("executors", type=int)
+    rescale.set_defaults(func=command_rescale)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `headrace` command."""
     parser = argparse.ArgumentParser(prog="headrace", description="Stateful stream processing on Spark, on Kubernetes.")
     commands = parser.add_subparsers(dest="command", required=True)
-    operator = commands.add_parser("operator", help="run the operator (also `python -m headrace`)")
+    operator = commands.add_parser("operator", help="run the operator (the same as `python -m headrace`)")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(func=_operator)
     crds = commands.add_parser("crds", help="generate the CRDs from the models")
     crds.add_argument("--output", action="append", help="directory (repeatable); default: crds/ and the chart's")
     crds.add_argument("--check", action="store_true", help="fail if the files differ from the models")
     crds.set_defaults(func=_crds)
-    cli_apps.add_commands(commands)
+    _add_app_commands(commands)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

@@ -26,7 +26,7 @@ from .helm import sample_attempt
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "headrace"
 KUBE_ADAPTER = PACKAGE / "adapters" / "kube.py"
 LEASE_ADAPTER = PACKAGE / "adapters" / "lease.py"
-OPERATOR_SIDE = [*sorted((PACKAGE / "controller").glob("*.py")), PACKAGE / "handlers.py"]
+OPERATOR_SIDE = [*sorted((PACKAGE / "controller").glob("*.py")), PACKAGE / "handlers.py", PACKAGE / "app.py"]
 CLIENT_GROUPS = {
     "core": "",
     "rbac": "rbac.authorization.k8s.io",
@@ -137,10 +137,13 @@ def kopf_needs() -> set[Need]:
     """list and watch of every resource a kopf handler of the operator watches, and kopf's event posting."""
     import kopf
 
-    from headrace import handlers  # noqa: F401 - registers the handlers
+    from headrace import handlers
+    from headrace.controller.workqueue import WorkQueue
 
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, WorkQueue(lambda key: None, workers=1), 1)
     needs = {Need("", "events", "create")}
-    for handler in kopf.get_default_registry()._watching.get_all_handlers():
+    for handler in registry._watching.get_all_handlers():
         selector = handler.selector
         resource = selector.plural or selector.any_name
         needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch"))

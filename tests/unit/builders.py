@@ -8,6 +8,7 @@ from typing import Any
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.planner import AppView
+from headrace.render.manifests import Attempt
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 
@@ -58,3 +59,17 @@ def seen(*pods: DriverPod) -> Observation:
 
 def later(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
+
+
+def attempt(**overrides: Any) -> Attempt:
+    """Attempt 1 of run 1 of analytics/clicks, with the spec's fields overridden (see `spec`)."""
+    return Attempt(
+        app="clicks",
+        namespace="analytics",
+        app_uid="uid-1",
+        run=1,
+        attempt=1,
+        spec=spec(**overrides),
+        spec_hash="h",
+        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
+    )

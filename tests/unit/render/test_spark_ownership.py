@@ -8,25 +8,13 @@ from headrace.api import spark_defaults
 from headrace.render import manifests
 from headrace.runtime.settings import settings_from_env
 from headrace.runtime.sparkconf import state_store_conf
-from tests.unit.builders import spec
-
-
-def _attempt() -> manifests.Attempt:
-    app_spec = spec(state__partitions=12, state__backend="hdfs", sparkConf={"spark.sql.session.timeZone": "UTC"})
-    return manifests.Attempt(
-        app="clicks",
-        namespace="analytics",
-        app_uid="uid",
-        run=1,
-        attempt=1,
-        spec=app_spec,
-        spec_hash="h",
-        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
-    )
+from tests.unit.builders import attempt as build_attempt
 
 
 def test_the_state_keys_are_set_by_the_runtime_only() -> None:
-    attempt = _attempt()
+    attempt = build_attempt(
+        state__partitions=12, state__backend="hdfs", sparkConf={"spark.sql.session.timeZone": "UTC"}
+    )
     env = {item["name"]: item.get("value") for item in manifests.driver_pod(attempt)["spec"]["containers"][0]["env"]}
     runtime_keys = state_store_conf(settings_from_env({key: value for key, value in env.items() if value}))
     assert runtime_keys["spark.sql.shuffle.partitions"] == "12"
@@ -36,6 +24,8 @@ def test_the_state_keys_are_set_by_the_runtime_only() -> None:
 
 
 def test_the_config_maps_spark_defaults_reads_back_as_rendered() -> None:
-    attempt = _attempt()
+    attempt = build_attempt(
+        state__partitions=12, state__backend="hdfs", sparkConf={"spark.sql.session.timeZone": "UTC"}
+    )
     text = manifests.config_map(attempt)["data"][manifests.SPARK_DEFAULTS]
     assert spark_defaults.parse(text) == manifests.spark_conf(attempt)

@@ -1,0 +1,83 @@
+"""The operator process (`python -m headrace`): the one place it is wired together.
+
+Owns: reading the settings once, serving the metrics, building the Kubernetes clients, the
+reconciler and the work queue, registering the kopf handlers on them, and running kopf (under
+leader election when configured).
+Never: decisions (`headrace.core`), API calls (`headrace.adapters`), reconciling (`headrace.controller`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import kopf
+import prometheus_client
+
+from headrace import handlers
+from headrace.adapters.connect import api_client
+from headrace.adapters.driver import DriverControl
+from headrace.adapters.kube import KubeClient
+from headrace.adapters.lease import LeaseClient
+from headrace.controller import leader
+from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.reconciler import Reconciler
+from headrace.controller.workqueue import Key, WorkQueue
+from headrace.settings import OperatorSettings
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_queue(settings: OperatorSettings, metrics: OperatorMetrics) -> WorkQueue:
+    """The work queue whose workers reconcile apps (every app again at least every resync period)."""
+    reconciler = Reconciler(
+        KubeClient(api_client()), DriverControl(), metrics, _now, policy=settings.tenant_policy.policy()
+    )
+
+    def process(key: Key) -> float | None:
+        delay = reconciler.reconcile(*key)
+        return settings.resync_seconds if delay is None else min(delay, settings.resync_seconds)
+
+    return WorkQueue(process, workers=settings.workers)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the operator until it is stopped."""
+    parser = argparse.ArgumentParser(prog="python -m headrace", description="Run the Headrace operator.")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    settings = OperatorSettings.from_environ(os.environ)
+    kopf.configure(verbose=args.verbose)
+    metrics = OperatorMetrics(prometheus_client.REGISTRY)
+    if settings.metrics_port:  # served before leader election: a standby shows headrace_operator_leader 0
+        prometheus_client.start_http_server(settings.metrics_port)
+    queue = build_queue(settings, metrics)
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, queue, settings.workers)
+
+    def run() -> bool:
+        """Run kopf until it stops; True once no reconcile runs any more."""
+        kopf.run(
+            registry=registry,
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            standalone=True,
+            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None,
+        )
+        return queue.wait_idle(leader.RECONCILES_DONE_SECONDS)  # the cleanup handler stopped the workers
+
+    if not settings.leader_election or settings.lease_namespace is None:  # (election needs a namespace: see settings)
+        metrics.leader.set(1)
+        run()
+        return 0
+    # A client of its own: renewing the Lease never waits behind reconciles for a connection.
+    leases = LeaseClient(
+        api_client(), settings.lease_namespace, settings.lease_name, timeout_seconds=settings.renew_deadline_seconds / 2
+    )
+    elector = leader.LeaderElector(leases, leader.ElectionConfig.from_settings(settings), metrics.leader)
+    leader.run_elected(elector, settings.health_port, run)
+    return 0
