@@ -15,8 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from headrace.adapters.lease import LeaseClient, StoredLease
 from headrace.controller.leader import ElectionConfig, LeaderElector
 from headrace.core.election import Action, LeaseRecord, decide, expired, release
-
-from .builders import T0
+from tests.unit.builders import T0
 
 ME, OTHER, LEASE = "operator-a", "operator-b", 15
 

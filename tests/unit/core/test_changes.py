@@ -6,8 +6,7 @@ import pytest
 
 from headrace.api.models import ChangeKind
 from headrace.core.changes import classify_change
-
-from .builders import spec
+from tests.unit.builders import spec
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,7 @@ from headrace.core.observation import DriverProgress, Observation, SavepointReso
 from headrace.core.plan import TakeSavepoint
 from headrace.core.planner import decide
 from headrace.core.transitions import Ended, Underway, adopted, last_batch_age, step
-
-from .builders import READY, T0, later, pod, seen, spec, view
+from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
 
 @dataclass

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from headrace.api import runtime_contract as contract
 from headrace.render import manifests
-
-from .builders import spec
+from tests.unit.builders import spec
 
 
 def _attempt(**overrides: object) -> manifests.Attempt:

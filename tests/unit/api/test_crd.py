@@ -8,7 +8,7 @@ import pytest
 
 from headrace.api import crd
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("directory", ["crds", "charts/headrace/crds"])

@@ -11,8 +11,7 @@ from headrace.controller.metrics import ACTIONS, RESTART_REASONS, SAVEPOINT_RESU
 from headrace.core.observation import DriverProgress, Observation
 from headrace.core.planner import decide
 from headrace.core.transitions import TRANSITIONS
-
-from .builders import T0, later, pod, seen, spec, view
+from tests.unit.builders import T0, later, pod, seen, spec, view
 
 KEY = ("analytics", "clicks")
 
