@@ -1,0 +1,33 @@
+"""Every failure reason the planner names itself is in the typed vocabulary, so the restart counter
+has a label for it (a reason missing there would count as Other, as NoProgress once did)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import get_args
+
+from headrace.api.vocabulary import RESTART_REASON_LABELS, KubernetesFailureReason, OperatorFailureReason
+
+PLANNER = Path(__file__).resolve().parents[3] / "operator" / "headrace" / "core" / "planner.py"
+
+
+def _failure_reasons() -> set[str]:
+    """The literal reasons passed to `_failure(builder, spec, pod, reason, message)`, also as `x or "Reason"`."""
+    reasons: set[str] = set()
+    for node in ast.walk(ast.parse(PLANNER.read_text())):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_failure" and len(node.args) > 3):
+            continue
+        argument = node.args[3]
+        values = argument.values if isinstance(argument, ast.BoolOp) else [argument]
+        reasons.update(value.value for value in values if isinstance(value, ast.Constant))
+    return reasons
+
+
+def test_the_planners_failure_reasons_are_typed_and_labelled() -> None:
+    named = _failure_reasons()
+    assert {"DriverLost", "DriverDeleted", "NoProgress", "DriverExited", "DriverFailed"} <= named
+    assert named <= set(get_args(OperatorFailureReason))
+    assert set(get_args(OperatorFailureReason)) | set(get_args(KubernetesFailureReason)) | {"Other"} == set(
+        RESTART_REASON_LABELS
+    )
