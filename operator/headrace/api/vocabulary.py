@@ -23,7 +23,16 @@ OperationStep = Literal["CreateDriver", "Backoff", "TakeSavepoint"]
 SAVEPOINT_OPERATIONS: tuple[SavepointOperationKind, ...] = get_args(SavepointOperationKind)
 
 # --- status.restarts.lastFailureReason -----------------------------------------------------------
-OperatorFailureReason = Literal["DriverFailed", "DriverLost", "DriverDeleted", "DriverExited", "NoProgress"]
+OperatorFailureReason = Literal[
+    "DriverFailed",
+    "DriverLost",
+    "DriverDeleted",
+    "DriverExited",
+    "NoProgress",
+    "DriverStartTimeout",
+    "DriverUnresponsive",
+    "DriverRefused",
+]
 """Failures the operator names itself (DriverFailed: the pod failed without a more precise reason)."""
 
 KubernetesFailureReason = Literal["Evicted", "OOMKilled"]

@@ -13,14 +13,24 @@ PLANNER = Path(__file__).resolve().parents[3] / "operator" / "headrace" / "core"
 
 
 def _failure_reasons() -> set[str]:
-    """The literal reasons passed to `_failure(builder, spec, pod, reason, message)`, also as `x or "Reason"`."""
+    """The reasons passed to `_failure(builder, spec, pod, reason, message)`: literals, `x or "Reason"`, and
+    module constants."""
+    tree = ast.parse(PLANNER.read_text())
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     reasons: set[str] = set()
-    for node in ast.walk(ast.parse(PLANNER.read_text())):
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_failure" and len(node.args) > 3):
             continue
         argument = node.args[3]
         values = argument.values if isinstance(argument, ast.BoolOp) else [argument]
         reasons.update(value.value for value in values if isinstance(value, ast.Constant))
+        reasons.update(constants[value.id] for value in values if isinstance(value, ast.Name) and value.id in constants)
     return reasons
 
 
