@@ -7,14 +7,23 @@ savepoint-based rescale downtime (a state partition change through a savepoint a
 repartition), savepoint and last-state upgrade downtime, and resume time. Every "downtime" is from
 the change to the first batch committed by the new driver.
 Run: `uv run python bench/lifecycle.py`.
+
+`--recovery N` measures only cold recovery, N times on one deployment, and prints each run's phases
+(seen by polling the API and the checkpoint every 0.2 s, from the deletion): old driver gone, new
+driver pod created, Running, executor pod Running, first batch committed by the new driver, plus
+the runtime's own phase metrics (JVM, SparkContext, executors registered, queries started) when the
+new driver serves them; then the median and p90 of each.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import statistics
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from headrace.api import names
@@ -94,9 +103,115 @@ def run(target: Environment) -> dict[str, float]:
     return figures
 
 
+POLL_SECONDS = 0.2
+RUNTIME_PHASE_METRIC = "headrace_runtime_phase_seconds"  # seconds from the runtime's start, by phase
+METRICS_PORT = 9464
+
+
+def _poll_phases(checks: dict[str, Callable[[], bool]], since: float, timeout: float = 900) -> dict[str, float]:
+    """Poll every check until each has been true once; seconds from `since` to the first time each was."""
+    seen: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < len(checks) and time.monotonic() < deadline:
+        for name, check in checks.items():
+            if name not in seen and check():
+                seen[name] = time.time() - since
+        time.sleep(POLL_SECONDS)
+    return seen
+
+
+def _runtime_phases(address: str | None) -> dict[str, float]:
+    """The runtime's phase metric (seconds from its start), if the driver serves it."""
+    if not address:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://{address}:{METRICS_PORT}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    phases = {}
+    for line in text.splitlines():
+        if line.startswith(RUNTIME_PHASE_METRIC + "{"):
+            labels, _, value = line.rpartition(" ")
+            phase = labels.split('phase="', 1)[1].split('"', 1)[0]
+            if float(value) > 0:
+                phases[f"runtime_{phase}"] = float(value)
+    return phases
+
+
+def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
+    """Delete the running driver; the phases of its replacement, in seconds from the deletion."""
+    old = _driver(app)
+    old_executors = {pod.metadata.name for pod in app.pods(names.ROLE_EXECUTOR)}
+
+    def driver_pods() -> list[str]:
+        return [pod.metadata.name for pod in app.pods(names.ROLE_DRIVER)]
+
+    def new_running() -> bool:
+        return any(pod.metadata.name != old for pod in app.running(names.ROLE_DRIVER))
+
+    def new_executor_running() -> bool:
+        return any(pod.metadata.name not in old_executors for pod in app.running(names.ROLE_EXECUTOR))
+
+    def committed() -> bool:
+        return _driver(app) != old and bool(app.driver_commits())
+
+    lost = time.time()
+    app.core.delete_namespaced_pod(old, app.namespace)
+    phases = _poll_phases(
+        {
+            "old_driver_gone": lambda: old not in driver_pods(),
+            "new_driver_created": lambda: any(name != old for name in driver_pods()),
+            "new_driver_running": new_running,
+            "executor_running": new_executor_running,
+            "first_batch": committed,
+        },
+        lost,
+    )
+    first = min(path.stat().st_mtime for path in app.driver_commits()) - lost
+    phases["first_batch"] = first  # the commit file's own time, not the poll's
+    new = next(pod for pod in app.running(names.ROLE_DRIVER) if pod.metadata.name != old)
+    started = new.status.start_time.timestamp() if new.status.start_time else None
+    for name, seconds in _runtime_phases(new.status.pod_ip).items():
+        if started is not None:  # the runtime counts from its process start, about the pod's start
+            phases[name] = started - lost + seconds
+    return dict(sorted(phases.items(), key=lambda item: item[1]))
+
+
+def recoveries(target: Environment, runs: int) -> list[dict[str, float]]:
+    """`runs` cold recoveries of one deployment under a steady trickle of input."""
+    results = []
+    with deployed_example(target, 3) as app, scenario.Writer(app.input, interval=2.0):
+        app.wait(app.commits, 900, "the first batch")
+        for number in range(1, runs + 1):
+            app.wait(app.driver_commits, 900, "a batch by the current driver")
+            time.sleep(10)  # steady state: batches keep coming
+            phases = _one_recovery(app)
+            print(f"recovery {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
+            results.append(phases)
+    return results
+
+
+def _summary(results: list[dict[str, float]]) -> None:
+    names_seen = sorted(
+        {name for phases in results for name in phases},
+        key=lambda n: statistics.median([phases[n] for phases in results if n in phases]),
+    )
+    for name in names_seen:
+        values = sorted(phases[name] for phases in results if name in phases)
+        p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
+        print(f"{name}: median {statistics.median(values):.1f} s, p90 {p90:.1f} s, n={len(values)}", flush=True)
+
+
 def main() -> None:
     """Print one line per figure."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--recovery", type=int, metavar="N", help="only cold recovery, N times")
+    options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
+        if options.recovery:
+            _summary(recoveries(target, options.recovery))
+            return
         for name, value in run(target).items():
             print(f"{name}: {value:.1f}", flush=True)
 

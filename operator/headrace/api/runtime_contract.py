@@ -94,9 +94,27 @@ class StatusDocument(TypedDict, total=False):
     executors: ExecutorCounts
     restoredFrom: str | None
     lastSavepoint: LastSavepoint | None
+    startedAt: str  # when the driver process started (ISO, UTC)
+    phases: dict[str, float]  # start-up phase (STARTUP_PHASES) -> seconds from the process start
 
 
 # The termination reason after a stop-with-savepoint; its message is the prefix and the savepoint's
 # path, which the operator reads back when it lost the answer of the call (it restarted meanwhile).
 STOPPED_WITH_SAVEPOINT: Final = "StoppedWithSavepoint"
 STOPPED_WITH_SAVEPOINT_PREFIX: Final = "stopped after savepoint "
+
+# --- Start-up phases of a driver attempt (status document `phases` keys, metric label values) ----
+# Each is reported once, in seconds from the driver process's start (`startedAt`): the runtime's
+# metric `headrace_runtime_phase_seconds{phase=...}` (0 until reached) and the status document.
+PHASE_JVM_STARTED: Final = "jvm_started"  # the script's SparkSession builder launched the JVM
+PHASE_SPARK_CONTEXT_READY: Final = "spark_context_ready"
+PHASE_EXECUTORS_REGISTERED: Final = "executors_registered"  # the first executor (local mode: none needed)
+PHASE_QUERIES_STARTED: Final = "queries_started"  # the script's first query started
+PHASE_FIRST_BATCH: Final = "first_batch_committed"  # the first batch of this attempt finished
+STARTUP_PHASES: Final = (
+    PHASE_JVM_STARTED,
+    PHASE_SPARK_CONTEXT_READY,
+    PHASE_EXECUTORS_REGISTERED,
+    PHASE_QUERIES_STARTED,
+    PHASE_FIRST_BATCH,
+)

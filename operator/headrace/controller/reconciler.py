@@ -193,11 +193,15 @@ class Reconciler:
                 assert_never(action)
 
     def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
-        """The current driver's status document, when its pod runs and it answers (else None)."""
+        """The current driver's status document, when its pod runs, is not being deleted and answers (else None).
+
+        A terminating driver is not asked: it is exiting, and the call could only wait for a timeout."""
         current = ((body.get("status") or {}).get("run") or {}).get("driverPod")
         pod = next((item for item in pods if item["metadata"]["name"] == current), None)
         address = ((pod or {}).get("status") or {}).get("podIP")
         if pod is None or pod["status"].get("phase") != "Running" or not address:
+            return None
+        if pod["metadata"].get("deletionTimestamp"):
             return None
         token = self._token(body)
         if token is None:

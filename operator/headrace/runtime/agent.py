@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
@@ -31,6 +31,7 @@ from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.listener import RuntimeListener
 from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.patching import StartCall
+from headrace.runtime.phases import PhaseClock
 from headrace.runtime.progress import summarize
 from headrace.runtime.registry import QueryRegistry, TrackedQuery
 from headrace.runtime.restoring import Restorer
@@ -63,9 +64,16 @@ class StartRefusedError(BaseException):
 class Agent:
     """One per driver process; the patches, listener and control endpoint all call into it."""
 
-    def __init__(self, settings: RuntimeSettings, metrics: RuntimeMetrics, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        metrics: RuntimeMetrics,
+        now: Callable[[], datetime],
+        phases: PhaseClock | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.phases = phases
         self.registry = QueryRegistry()
         self._now = now
         self._spark: SparkSession | None = None
@@ -110,6 +118,8 @@ class Agent:
             tracked.handle = launch()
             self.registry.add(tracked)
             self.metrics.register_query(key)
+            if self.phases is not None:
+                self.phases.mark(contract.PHASE_QUERIES_STARTED)
             if self._phase == "Starting":
                 self._phase = "Running"
             log.info("query %s started with checkpoint %s", key, checkpoint or "(Spark temporary)")
@@ -162,6 +172,8 @@ class Agent:
         tracked.summary = summary
         tracked.last_committed_at = summary.committed_at
         self.metrics.observe_progress(tracked.key, summary)
+        if self.phases is not None:
+            self.phases.mark(contract.PHASE_FIRST_BATCH)
 
     def query_terminated(self, query_id: str, error: str | None) -> None:
         tracked = self.registry.by_id(query_id)
@@ -170,7 +182,7 @@ class Agent:
     # --- control actions -------------------------------------------------------------------------
 
     def status(self) -> contract.StatusDocument:
-        return {
+        document: contract.StatusDocument = {
             "app": {"name": self.settings.app_name, "namespace": self.settings.app_namespace},
             "runId": self.settings.run_id,
             "attempt": self.settings.attempt,
@@ -181,6 +193,11 @@ class Agent:
             "restoredFrom": self.settings.restore_from,
             "lastSavepoint": self.last_savepoint,
         }
+        if self.phases is not None:
+            started = datetime.fromtimestamp(self.phases.started_at, UTC).isoformat(timespec="milliseconds")
+            document["startedAt"] = started.replace("+00:00", "Z")
+            document["phases"] = self.phases.as_json()
+        return document
 
     def _executors(self) -> contract.ExecutorCounts:
         if self._spark is None:
@@ -367,6 +384,22 @@ class Agent:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def operation_in_progress(self) -> bool:
+        """Whether a savepoint or a stop-with-savepoint is being taken (SIGTERM lets it finish)."""
+        if not self._operation.acquire(blocking=False):
+            return True
+        self._operation.release()
+        return False
+
+    def wait_for_operation(self) -> None:
+        """Block until no savepoint or stop-with-savepoint is being taken."""
+        with self._operation:
+            pass
+
+    def outcome_on_termination(self, terminated: termination.Outcome) -> termination.Outcome:
+        """What a SIGTERM exit reports: the stop's outcome once a stop-with-savepoint ended, else `terminated`."""
+        return self._stop_outcome if self._stopped.is_set() else terminated
 
     def stop_outcome(self) -> termination.Outcome:
         self._stopped.wait()

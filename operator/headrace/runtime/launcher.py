@@ -3,12 +3,15 @@
 Owns: the order of things in the driver process: parse settings, write the merged Spark
 configuration before the JVM starts, serve metrics and the control endpoint, patch PySpark, run the
 script in-process with ``runpy``, wait for its queries, and turn what happened into an exit code
-and a termination message.
+and a termination message. SIGTERM (the pod is being deleted) exits at once, JVM included: the
+checkpoint is consistent at any point and the next attempt replays a batch in flight; only a
+savepoint being taken is finished (and answered) first.
 Never: implements query handling, savepoints or restores itself (``agent``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import runpy
@@ -16,8 +19,10 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
+import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -29,6 +34,7 @@ from headrace.runtime import patching, termination
 from headrace.runtime.agent import Agent, CheckpointBehindError, StartRefusedError
 from headrace.runtime.control import ControlServer
 from headrace.runtime.metrics import RuntimeMetrics
+from headrace.runtime.phases import PhaseClock, process_start_time, watch_spark
 from headrace.runtime.restore import RestoreIncompatibleError
 from headrace.runtime.settings import RuntimeSettings, SettingsError, settings_from_env
 from headrace.runtime.sparkconf import prepare_conf_dir
@@ -36,14 +42,51 @@ from headrace.runtime.sparkconf import prepare_conf_dir
 log = logging.getLogger("headrace.runtime")
 TERMINATED = termination.failed("Terminated", "SIGTERM: stopped without a savepoint, resumable from the checkpoint")
 USAGE = "usage: python -m headrace.runtime <script.py> [script arguments...]"
+ANSWER_GRACE_SECONDS = 0.5  # after a savepoint ends, for its HTTP answer to leave before the exit
 
 
 class TerminationRequestedError(BaseException):
     """SIGTERM arrived (the pod is being deleted): stop the queries and exit."""
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise TerminationRequestedError(f"signal {signum}")
+def _kill_jvm() -> None:
+    """SIGKILL the JVM the script's SparkSession launched (in a pod it would die with the container)."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    if process is not None:
+        with contextlib.suppress(OSError):
+            process.kill()
+
+
+def exit_now(agent: Agent, settings: RuntimeSettings) -> None:
+    """Report the termination and end the process and its JVM without stopping queries or the context."""
+    outcome = agent.outcome_on_termination(TERMINATED)
+    log.info("SIGTERM: exiting now without stopping the queries (%s); the checkpoint is consistent", outcome.reason)
+    termination.write_termination_message(settings.termination_message_path, outcome)
+    _kill_jvm()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(outcome.exit_code)
+
+
+def _exit_after_operation(agent: Agent, settings: RuntimeSettings) -> None:
+    agent.wait_for_operation()
+    time.sleep(ANSWER_GRACE_SECONDS)
+    exit_now(agent, settings)
+
+
+def sigterm_handler(agent: Agent, settings: RuntimeSettings) -> Callable[[int, FrameType | None], None]:
+    """Exit at once, unless a savepoint is being taken: then exit once it is taken and answered."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if agent.operation_in_progress():
+            log.info("SIGTERM while a savepoint is taken: exiting once it is answered")
+            threading.Thread(target=_exit_after_operation, args=(agent, settings), daemon=True).start()
+            return
+        exit_now(agent, settings)
+
+    return handle
 
 
 def utc_now() -> datetime:
@@ -102,10 +145,13 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir)
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
     metrics = RuntimeMetrics()
-    agent = Agent(settings, metrics, utc_now)
+    phases = PhaseClock(metrics, process_start_time())
+    metrics.start_time.set(phases.started_at)
+    agent = Agent(settings, metrics, utc_now, phases)
     metrics_server, control = _start_servers(settings, agent, metrics)
     uninstall = patching.install(agent)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, sigterm_handler(agent, settings))
+    watch_spark(phases)
     try:
         return run_script(script, argv[1:], agent)
     except TerminationRequestedError:

@@ -1,7 +1,8 @@
-"""Prometheus metrics of the driver: per-query progress, savepoints, runtime phase.
+"""Prometheus metrics of the driver: per-query progress, savepoints, start-up phases.
 
 Owns: the metric families (Prometheus naming, label ``query`` = the query key, bounded by the
-script's queries), initialising counters at zero, and serving them on the metrics port.
+script's queries; label ``phase`` = the runtime contract's start-up phases), initialising series at
+zero, and serving them on the metrics port.
 Never: reads Spark; callers feed it progress summaries and savepoint outcomes.
 """
 
@@ -14,6 +15,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from headrace.api import runtime_contract as contract
 from headrace.runtime.progress import ProgressSummary
 
 MAX_QUERY_LABELS = 64
@@ -54,6 +56,19 @@ class RuntimeMetrics:
         )
         for result in SAVEPOINT_RESULTS:
             self.savepoints.labels(result=result)
+        self.start_time = Gauge(
+            "headrace_runtime_start_time_seconds",
+            "Unix time the driver process started",
+            registry=self.registry,
+        )
+        self.phase_seconds = Gauge(
+            "headrace_runtime_phase_seconds",
+            "Seconds from the driver process's start to each start-up phase (0 until reached)",
+            ["phase"],
+            registry=self.registry,
+        )
+        for phase in contract.STARTUP_PHASES:
+            self.phase_seconds.labels(phase=phase)
 
     def _gauge(self, name: str, documentation: str, labels: list[str]) -> Gauge:
         return Gauge(f"headrace_query_{name}", documentation, labels, registry=self.registry)
@@ -90,6 +105,10 @@ class RuntimeMetrics:
         self.savepoint_duration.set(seconds)
         if succeeded:
             self.savepoint_bytes.set(size)
+
+    def observe_phase(self, phase: str, seconds: float) -> None:
+        if phase in contract.STARTUP_PHASES:
+            self.phase_seconds.labels(phase=phase).set(seconds)
 
     def serve(self, address: str, port: int, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Any:
         """Serve ``/metrics`` in a daemon thread; return the server (``shutdown()`` to stop). A connection that

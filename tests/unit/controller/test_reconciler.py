@@ -142,3 +142,22 @@ def test_a_scheduled_restart_counts_once_by_reason(reason: str | None, label: st
         for name in ("DriverFailed", "Other")
     }
     assert restarts == {name: (1.0 if name == label else 0.0) for name in restarts}
+
+
+def _running_driver_pod(deleting: bool) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": DRIVER, "namespace": NAMESPACE}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-21T12:00:00Z"
+    return {"metadata": metadata, "status": {"phase": "Running", "podIP": "10.0.0.9"}}
+
+
+@pytest.mark.parametrize(("deleting", "asked"), [(False, True), (True, False)])
+def test_a_terminating_driver_is_not_asked_for_its_status(deleting: bool, asked: bool) -> None:
+    _, driver, reconciler, _ = cluster()
+    asked_addresses: list[str] = []
+    answer = driver.status
+    driver.status = lambda address, token: asked_addresses.append(address) or answer(address, token)  # type: ignore[method-assign]
+    body = app_body({"run": {"driverPod": DRIVER}})
+    document = reconciler._driver_status(body, [_running_driver_pod(deleting)])
+    assert (document is not None) == asked
+    assert asked_addresses == (["10.0.0.9"] if asked else [])
