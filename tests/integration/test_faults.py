@@ -266,3 +266,21 @@ def test_driver_that_never_starts_times_out_and_rolls_back(
     }
     set_pod_running(api, namespace, rolled.metadata.name)
     wait_for(lambda: _status(api, namespace, "typo").get("phase") == "RolledBack", what="RolledBack")
+
+
+def test_driver_that_does_not_answer_is_replaced(operator: OperatorProcess, api: ApiClient, namespace: str) -> None:
+    manifest = app_manifest("mute", restartPolicy={"backoff": {"initialSeconds": 0.5, "maxSeconds": 1}})
+    manifest["spec"]["restartPolicy"]["heartbeatTimeout"] = "3s"
+    create_app(api, namespace, manifest)
+    first = wait_for(lambda: driver_pods(api, namespace, "mute"), what="driver")[0]
+    set_pod_running(api, namespace, first.metadata.name, ip="127.0.0.3")  # nothing answers there
+    running_at = time.monotonic()
+    replaced = wait_for(
+        lambda: [p for p in live_driver_pods(api, namespace, "mute") if p.metadata.name == "mute-r1-a2-driver"],
+        what="a replacement of the driver that does not answer",
+    )
+    print(f"unanswering driver running -> replacement created: {time.monotonic() - running_at:.1f}s (timeout 3s)")
+    assert replaced
+    status = _status(api, namespace, "mute")
+    assert status["restarts"]["lastFailureReason"] == "DriverUnresponsive"
+    assert "heartbeatTimeout 3s" in status["restarts"]["lastFailureMessage"]

@@ -261,6 +261,14 @@ class RestartPolicy(Model):
         ),
         change(ChangeKind.IGNORE),
     ] = "10m"
+    heartbeatTimeout: Annotated[
+        Duration,
+        Field(
+            description="A running driver whose control endpoint does not answer the operator's status calls for "
+            "this long (hung, frozen, partitioned away) counts as failed (DriverUnresponsive) and is replaced."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = "2m"
     progressTimeout: Annotated[
         Duration | None,
         Field(
@@ -427,6 +435,9 @@ class RunStatus(Model):
     specHash: str = Field(description="Hash of the spec this attempt was started with.")
     restoredFrom: str | None = None
     startedAt: str | None = Field(default=None, description="When the driver container started running.")
+    unansweredSince: str | None = Field(
+        default=None, description="Since when the running driver has not answered status calls (cleared by an answer)."
+    )
 
 
 class RestartStatus(Model):

@@ -167,6 +167,8 @@ def observe(
     pods: list[dict[str, Any]],
     savepoints: list[dict[str, Any]] | None = None,
     driver_status: contract.StatusDocument | None = None,
+    *,
+    unanswered: bool = False,
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
@@ -174,6 +176,7 @@ def observe(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
         savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
         progress=driver_progress(driver_status) if driver_status else None,
+        unanswered=unanswered,
     )
 
 

@@ -90,7 +90,8 @@ class Reconciler:
             unreadable.hold(self.kube, body, view, self.clock())
             return None
         pods = self.kube.list_driver_pods(namespace, name)
-        observation = observe(pods, self.kube.list_savepoints(namespace, name), self._driver_status(body, pods))
+        driver_status, unanswered = self._ask_driver(body, pods)
+        observation = observe(pods, self.kube.list_savepoints(namespace, name), driver_status, unanswered=unanswered)
         now = self.clock()
         plan = decide(view, observation, now)
         if plan.status != view.status:
@@ -206,10 +207,19 @@ class Reconciler:
         token = self._token(body)
         if token is None:
             return None
+        return self.driver.status(address, token)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
+
+    def _ask_driver(
+        self, body: dict[str, Any], pods: list[dict[str, Any]]
+    ) -> tuple[contract.StatusDocument | None, bool]:
+        """The driver's status document, and whether it was asked and did not answer (the planner counts the time
+        it has not answered against restartPolicy.heartbeatTimeout)."""
         try:
-            return self.driver.status(address, token)
-        except DriverUnavailable:
-            return None
+            return self._driver_status(body, pods), False
+        except DriverUnavailable as error:
+            metadata = body["metadata"]
+            logger.info("driver of %s/%s did not answer: %s", metadata["namespace"], metadata["name"], error)
+            return None, True
 
     def _token(self, body: dict[str, Any]) -> str | None:
         metadata = body["metadata"]

@@ -54,6 +54,8 @@ PENDING_POLL_SECONDS = 5.0
 DRIVER_REFUSED = "DriverRefused"  # the API server refused an attempt's objects
 UPGRADE_REFUSED = "UpgradeRefused"  # ... checked before the running driver was removed: it keeps running
 DRIVER_START_TIMEOUT = "DriverStartTimeout"
+DRIVER_UNRESPONSIVE = "DriverUnresponsive"
+HEARTBEAT_POLL_SECONDS = 10.0  # how often a driver that stopped answering is asked again
 CHECKPOINT_BEHIND_FIX = (
     "Not restarted: the driver does not see the checkpoint earlier attempts wrote (another volume or node, a wiped "
     "or older copy, a changed path). Make that checkpoint reachable again (e.g. the same persistent volume or bucket), "
@@ -197,6 +199,28 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         builder.requeue(PENDING_POLL_SECONDS)
 
 
+def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> bool:
+    """A running driver that has not answered status calls for heartbeatTimeout is failed (and replaced)."""
+    run = builder.status.run
+    assert run is not None
+    if not observation.unanswered:
+        run.unansweredSince = None
+        return False
+    since = parse_time(run.unansweredSince) if run.unansweredSince else builder.now
+    run.unansweredSince = format_time(since)
+    timeout = parse_duration(spec.restartPolicy.heartbeatTimeout)
+    waited = (builder.now - since).total_seconds()
+    if waited < timeout:
+        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited))
+        return False
+    message = (
+        f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s "
+        f"(restartPolicy.heartbeatTimeout {spec.restartPolicy.heartbeatTimeout}): hung, frozen or unreachable"
+    )
+    _failure(builder, spec, pod, DRIVER_UNRESPONSIVE, message)
+    return True
+
+
 def _start_overdue(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> str | None:
     """Why a pod that has not started within restartPolicy.startTimeout counts as failed (None: not yet)."""
     timeout = parse_duration(spec.restartPolicy.startTimeout)
@@ -270,6 +294,8 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if restarts.consecutive:
         builder.requeue(parse_duration(spec.restartPolicy.healthyAfter))
     builder.requeue(PROGRESS_POLL_SECONDS)
+    if _unresponsive(builder, spec, observation, pod):
+        return
     if observation.progress is not None:
         builder.status.progress = _summary(observation.progress, builder.status.progress)
         if _stuck(builder, spec, observation.progress, since):
