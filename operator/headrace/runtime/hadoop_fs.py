@@ -2,13 +2,17 @@
 
 Owns: listing, reading, writing, copying, renaming and deleting files by Hadoop URI (local paths,
 PVCs, HDFS, s3a, gs, abfs) through the Py4J gateway of the running SparkContext; copies within one
-S3A bucket run server-side (S3 CopyObject through S3A's own client, in parallel), no bytes through the driver.
+S3A bucket run server-side (S3 CopyObject through S3A's own client, in parallel), no bytes through the driver;
+copies between local paths (a PVC) are hard links where the volume allows, else native copies.
 Never: decides which files matter (see ``checkpoint_files``) or keeps state beyond the gateway.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
@@ -23,6 +27,11 @@ class MissingFileError(FileNotFoundError):
 
 def _is_missing(error: Py4JJavaError) -> bool:
     return "FileNotFoundException" in str(error.java_exception.getClass().getName())
+
+
+def _key(fs: Any, path: Any) -> str:
+    """The S3 key of an S3A path (no leading slash)."""
+    return str(fs.pathToKey(path)).strip("/")
 
 
 def join(root: str, *parts: str) -> str:
@@ -154,6 +163,8 @@ class HadoopFileSystem:
         One JVM call per directory; a directory whose batch copy fails is retried file by file.
         Returns the relative paths that did not exist (vanished or never there).
         """
+        if self._is_local(source_root) and self._is_local(target_root):
+            return self._link_or_copy(source_root, target_root, relative_paths)
         same_bucket = self._s3a_bucket(source_root)
         if same_bucket is not None and same_bucket == self._s3a_bucket(target_root):
             copied = self._server_side_copy(same_bucket, source_root, target_root, relative_paths)
@@ -178,6 +189,30 @@ class HadoopFileSystem:
                     missing.append(relative)
         return missing
 
+    def _is_local(self, uri: str) -> bool:
+        return str(self._fs(self._path(uri)).getScheme()) == "file"
+
+    def _local_path(self, uri: str) -> Path:
+        return Path(str(self._path(uri).toUri().getPath()))
+
+    def _link_or_copy(self, source_root: str, target_root: str, relative_paths: list[str]) -> list[str]:
+        """Local files (a PVC, a hostPath): hard links where the volume allows, else native copies."""
+        source, target = self._local_path(source_root), self._local_path(target_root)
+        missing = []
+        for relative in relative_paths:
+            destination = target / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                try:
+                    os.link(source / relative, destination)
+                except FileNotFoundError:
+                    raise
+                except OSError:  # another file system, no hard links, or the name exists
+                    shutil.copy2(source / relative, destination)
+            except FileNotFoundError:
+                missing.append(relative)
+        return missing
+
     def _s3a_bucket(self, uri: str) -> Any:
         """(bucket, its S3AFileSystem) when `uri` is on S3A, else None."""
         path = self._path(uri)
@@ -197,9 +232,11 @@ class HadoopFileSystem:
             return None
         requests = self._jvm.software.amazon.awssdk.services.s3.model.CopyObjectRequest
 
+        source_prefix, target_prefix = _key(fs, self._path(source_root)), _key(fs, self._path(target_root))
+
         def copy_one(relative: str) -> str | None:
-            source_key = fs.pathToKey(self._path(join(source_root, relative)))
-            target_key = fs.pathToKey(self._path(join(target_root, relative)))
+            source_key = f"{source_prefix}/{relative}" if source_prefix else relative
+            target_key = f"{target_prefix}/{relative}" if target_prefix else relative
             request = (
                 requests.builder()
                 .sourceBucket(name)
