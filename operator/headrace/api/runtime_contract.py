@@ -98,6 +98,20 @@ class StatusDocument(TypedDict, total=False):
     phases: dict[str, float]  # start-up phase (STARTUP_PHASES) -> seconds from the process start
 
 
+# --- How the runtime ends: the reason of its termination message (the operator records it) --------
+TerminationReason = Literal[
+    "Completed",  # EXIT_OK: a bounded run finished
+    "StoppedWithSavepoint",  # EXIT_OK
+    "Terminated",  # EXIT_FAILED: SIGTERM without a savepoint
+    "ScriptExited",  # EXIT_FAILED
+    "ScriptFailed",  # EXIT_FAILED
+    "QueryFailed",  # EXIT_FAILED
+    "StopWithSavepointFailed",  # EXIT_FAILED
+    "InvalidInvocation",  # EXIT_USAGE
+    "RestoreIncompatible",  # EXIT_RESTORE_INCOMPATIBLE
+    "CheckpointBehind",  # EXIT_CHECKPOINT_BEHIND
+]
+
 # The termination reason after a stop-with-savepoint; its message is the prefix and the savepoint's
 # path, which the operator reads back when it lost the answer of the call (it restarted meanwhile).
 STOPPED_WITH_SAVEPOINT: Final = "StoppedWithSavepoint"

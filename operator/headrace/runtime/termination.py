@@ -22,7 +22,7 @@ class Outcome:
     """Why the runtime stops, as an exit code and a CamelCase reason."""
 
     exit_code: int
-    reason: str
+    reason: contract.TerminationReason
     message: str
 
     def to_json(self) -> str:
@@ -37,7 +37,7 @@ def stopped_with_savepoint(path: str) -> Outcome:
     return Outcome(contract.EXIT_OK, contract.STOPPED_WITH_SAVEPOINT, f"{contract.STOPPED_WITH_SAVEPOINT_PREFIX}{path}")
 
 
-def failed(reason: str, message: str) -> Outcome:
+def failed(reason: contract.TerminationReason, message: str) -> Outcome:
     return Outcome(contract.EXIT_FAILED, reason, message)
 
 

@@ -7,12 +7,13 @@ import ast
 from pathlib import Path
 from typing import get_args
 
+from headrace.api.runtime_contract import TerminationReason
 from headrace.api.vocabulary import RESTART_REASON_LABELS, KubernetesFailureReason, OperatorFailureReason
 
 PLANNER = Path(__file__).resolve().parents[3] / "operator" / "headrace" / "core" / "planner.py"
 
 
-def _failure_reasons() -> set[str]:
+def _failure_reasons(function: str = "_failure", position: int = 3) -> set[str]:
     """The reasons passed to `_failure(builder, spec, pod, reason, message)`: literals, `x or "Reason"`, and
     module constants."""
     tree = ast.parse(PLANNER.read_text())
@@ -25,9 +26,9 @@ def _failure_reasons() -> set[str]:
     }
     reasons: set[str] = set()
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_failure" and len(node.args) > 3):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == function and len(node.args) > position):
             continue
-        argument = node.args[3]
+        argument = node.args[position]
         values = argument.values if isinstance(argument, ast.BoolOp) else [argument]
         reasons.update(value.value for value in values if isinstance(value, ast.Constant))
         reasons.update(constants[value.id] for value in values if isinstance(value, ast.Name) and value.id in constants)
@@ -41,3 +42,9 @@ def test_the_planners_failure_reasons_are_typed_and_labelled() -> None:
     assert set(get_args(OperatorFailureReason)) | set(get_args(KubernetesFailureReason)) | {"Other"} == set(
         RESTART_REASON_LABELS
     )
+
+
+def test_the_reasons_the_planner_assumes_of_a_terminated_runtime_are_the_runtimes() -> None:
+    assumed = _failure_reasons("_terminal_failure", 1)
+    assert {"RestoreIncompatible", "CheckpointBehind"} <= assumed
+    assert assumed <= set(get_args(TerminationReason))
