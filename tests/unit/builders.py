@@ -61,15 +61,15 @@ def later(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def attempt(**overrides: Any) -> Attempt:
-    """Attempt 1 of run 1 of analytics/clicks, with the spec's fields overridden (see `spec`)."""
+def attempt(run: int = 1, number: int = 1, **overrides: Any) -> Attempt:
+    """Attempt `number` of run `run` of analytics/clicks, with the spec's fields overridden (see `spec`)."""
     return Attempt(
         app="clicks",
         namespace="analytics",
         app_uid="uid-1",
-        run=1,
-        attempt=1,
+        run=run,
+        attempt=number,
         spec=spec(**overrides),
         spec_hash="h",
-        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
+        checkpoint_dir=f"s3a://bucket/checkpoints/analytics/clicks/r{run}",
     )

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from headrace.api import runtime_contract as contract
 from headrace.render import manifests
-from tests.unit.builders import spec
+from tests.unit.builders import attempt
 
 
 def _attempt(**overrides: object) -> manifests.Attempt:
-    return manifests.Attempt(
-        app="clicks",
-        namespace="analytics",
-        app_uid="uid-1",
-        run=2,
-        attempt=3,
-        spec=spec(**overrides),
-        spec_hash="abc",
-        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r2",
-    )
+    return attempt(run=2, number=3, **overrides)
 
 
 def test_driver_pod_runs_the_script_under_the_runtime_with_the_contract_env() -> None:
