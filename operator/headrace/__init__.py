@@ -2,7 +2,8 @@
 
 Layers (each package's docstring says what it owns; import-linter enforces the direction):
 ``api`` (resource models and contracts) < ``core`` (pure decisions) < ``render`` (pure manifests) <
-``adapters`` (I/O) < ``controller`` (observe, decide, record, act) < ``handlers`` / ``cli`` (glue).
+``adapters`` (I/O) < ``controller`` (observe, decide, record, act) < ``handlers`` (kopf glue) <
+``app`` (the operator process, wired once) < ``cli`` (the ``headrace`` command).
 ``runtime`` is the agent inside the Spark driver. The local cluster for tests lives outside the package,
 in the top-level ``testbed`` (never shipped).
 """
