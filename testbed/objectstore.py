@@ -47,6 +47,7 @@ SERVICE = "s3"
 PORT = 9000
 SERVICE_ENDPOINT = f"http://{SERVICE}.{NAMESPACE}.svc:{PORT}"
 SECRET_NAME = "s3-credentials"
+DISCOVERY = "s3-testbed"  # ConfigMap in NAMESPACE: bucket, hostEndpoint, hostRoot
 ACCESS_KEY_ID_KEY = "accessKeyId"
 SECRET_ACCESS_KEY_KEY = "secretAccessKey"
 START_TIMEOUT_SECONDS = 30.0
@@ -362,6 +363,17 @@ class ClusterObjectStore:
         store = self._running()
         return credentials_secret(namespace, store.access_key, store.secret_key, name)
 
+    def discovery(self) -> dict[str, Any]:
+        """The ConfigMap telling tools on this machine (the quick start) where the server and its files are."""
+        store = self._running()
+        data = {"bucket": store.bucket, "hostEndpoint": store.endpoint, "hostRoot": str(store.root)}
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": DISCOVERY, "namespace": NAMESPACE},
+            "data": data,
+        }
+
     def start(self) -> ClusterObjectStore:
         """Start the server, then apply the namespace, Service, EndpointSlice and credentials Secret."""
         self.store = ObjectStore(self.workdir, pod_address=self.gateway).start()
@@ -371,6 +383,7 @@ class ClusterObjectStore:
             host_services.namespace_manifest(NAMESPACE),
             *host_services.host_service(NAMESPACE, SERVICE, self.gateway, ports),
             self.secret_for(NAMESPACE),
+            self.discovery(),
         ]
         host_services.apply(self.kubectl, self.kubeconfig, manifests)
         return self
@@ -393,6 +406,57 @@ class ClusterObjectStore:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@dataclass(frozen=True)
+class AppStorage:
+    """Where an app in one namespace keeps its state on the cluster's S3 server, as seen from this machine."""
+
+    bucket: str
+    namespace: str
+    host_root: Path
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """``spec.state`` locations and settings: ``s3a://<bucket>/<namespace>/state`` and ``.../savepoints``."""
+        return {
+            "checkpointDir": f"s3a://{self.bucket}/{self.namespace}/state",
+            "savepointDir": f"s3a://{self.bucket}/{self.namespace}/savepoints",
+            "s3": s3_spec(),
+        }
+
+    def host_path(self, uri: str) -> Path:
+        """The file on this machine holding an ``s3a://`` object or prefix of the bucket."""
+        return self.host_root / self.bucket / uri.removeprefix(f"s3a://{self.bucket}/")
+
+
+def storage_for(api: Any, namespace: str) -> AppStorage | None:
+    """Prepare `namespace` for state on the cluster's S3 server: copy the credentials Secret into it (an app's
+    secretKeyRef reads its own namespace) and tell where the bucket lies. None when the cluster has none."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    try:
+        found = core.read_namespaced_config_map(DISCOVERY, NAMESPACE).data or {}
+        secret = core.read_namespaced_secret(SECRET_NAME, NAMESPACE)
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    body: Any = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": SECRET_NAME, "namespace": namespace},
+        "data": secret.data,
+    }
+    try:
+        core.create_namespaced_secret(namespace, body)
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+        core.replace_namespaced_secret(SECRET_NAME, namespace, body)
+    return AppStorage(found["bucket"], namespace, Path(found["hostRoot"]))
 
 
 def credentials_secret(namespace: str, access_key: str, secret_key: str, name: str = SECRET_NAME) -> dict[str, Any]:
