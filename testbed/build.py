@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import dns  # imports this module: CoreDNS's build lives beside its configuration
 
     print(dns.ensure_coredns())
+    from testbed import objectstore  # imports this module too: the S3 server's build lives beside its runner
+
+    print(objectstore.ensure_binary())
     return 0
 
 
