@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import kopf
@@ -34,8 +35,14 @@ def _now() -> datetime:
 
 def build_queue(settings: OperatorSettings, metrics: OperatorMetrics) -> WorkQueue:
     """The work queue whose workers reconcile apps (every app again at least every resync period)."""
+    savepoints = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="savepoint")
     reconciler = Reconciler(
-        KubeClient(api_client()), DriverControl(), metrics, _now, policy=settings.tenant_policy.policy()
+        KubeClient(api_client()),
+        DriverControl(),
+        metrics,
+        _now,
+        policy=settings.tenant_policy.policy(),
+        savepoint_runner=savepoints.submit,  # a savepoint call never holds a reconcile worker
     )
 
     def process(key: Key) -> float | None:

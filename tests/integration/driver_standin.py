@@ -70,6 +70,7 @@ class ScriptedDriver:
         self.last_savepoint: contract.LastSavepoint | None = None
         self.exit_due: float | None = None  # monotonic time at which the process exits
         self.exit_delay = 0.0
+        self.savepoint_delay = 0.0  # seconds a savepoint takes (the driver copying), phase Savepointing meanwhile
         self.exit_reported = False
         self._lock = threading.Lock()
 
@@ -129,6 +130,12 @@ class ScriptedDriver:
             self.requests.append(Request(self.pod, "savepoint", path))
             if self.phase != "Running":
                 raise ActionError(HTTPStatus.CONFLICT, "the job is stopping")
+            if not self.savepoint_delay:
+                return self._snapshot(path, reason, stopped=False)
+            self.phase = "Savepointing"
+        time.sleep(self.savepoint_delay)  # status calls are answered meanwhile
+        with self._lock:
+            self.phase = "Running"
             return self._snapshot(path, reason, stopped=False)
 
     def stop_with_savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
@@ -167,9 +174,17 @@ class Kubelet:
     """Runs a `ScriptedDriver` for each driver pod of one app, from a background thread."""
 
     def __init__(
-        self, api: ApiClient, namespace: str, app: str, *, exit_delay: float = 0.0, report_delay: float = 0.0
+        self,
+        api: ApiClient,
+        namespace: str,
+        app: str,
+        *,
+        exit_delay: float = 0.0,
+        report_delay: float = 0.0,
+        savepoint_delay: float = 0.0,
     ) -> None:
         self.api = api
+        self.savepoint_delay = savepoint_delay
         self.namespace = namespace
         self.app = app
         self.exit_delay = exit_delay
@@ -230,6 +245,7 @@ class Kubelet:
         instances = mounted_spark_defaults(self.api, self.namespace, pod).get("spark.executor.instances")
         driver = ScriptedDriver(pod.metadata.name, env, int(instances) if instances else None, self.requests)
         driver.exit_delay = self.exit_delay
+        driver.savepoint_delay = self.savepoint_delay
         self.drivers[pod.metadata.name] = driver
         self._server = ControlServer(
             driver, env[contract.ENV_CONTROL_TOKEN], self.address, contract.DEFAULT_CONTROL_PORT

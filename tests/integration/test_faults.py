@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +15,10 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from headrace.api import models
+from testbed.controlplane import ControlPlane
 from testbed.operator_process import OperatorProcess
 
+from .driver_standin import Kubelet
 from .kube import (
     app_manifest,
     condition,
@@ -24,8 +27,11 @@ from .kube import (
     events_for,
     get_app,
     live_driver_pods,
+    patch_spec,
+    savepoints,
     set_pod_running,
     wait_for,
+    watching,
 )
 
 FUTURE_FIELD = "committedOffsets"  # a status field of a "newer" operator version
@@ -284,3 +290,32 @@ def test_driver_that_does_not_answer_is_replaced(operator: OperatorProcess, api:
     status = _status(api, namespace, "mute")
     assert status["restarts"]["lastFailureReason"] == "DriverUnresponsive"
     assert "heartbeatTimeout 3s" in status["restarts"]["lastFailureMessage"]
+
+
+def test_a_long_savepoint_does_not_hold_a_reconcile_worker(
+    control_plane: ControlPlane, crds: None, api: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """One worker: while app A's driver takes a 20 s savepoint, app B is still deployed at once."""
+    operator = OperatorProcess(
+        control_plane.kubeconfig, tmp_path / "operator", {**watching(namespace), "HEADRACE_WORKERS": "1"}
+    )
+    with operator, Kubelet(api, namespace, "slow", savepoint_delay=20.0) as kubelet:
+        create_app(api, namespace, app_manifest("slow"))
+        wait_for(lambda: _status(api, namespace, "slow").get("phase") == "Running", what="slow Running")
+        patch_spec(api, namespace, "slow", {"savepoints": {"triggerNonce": 1}})
+        wait_for(lambda: kubelet.requests_of("slow-r1-a1-driver", "savepoint"), what="the savepoint call")
+        asked = time.monotonic()
+        create_app(api, namespace, app_manifest("other"))
+        wait_for(lambda: driver_pods(api, namespace, "other"), what="the other app's driver", timeout=60)
+        waited = time.monotonic() - asked
+        print(f"another app deployed {waited:.1f}s after a 20 s savepoint began (1 worker)")
+        assert waited < 10
+        done = wait_for(
+            lambda: [
+                item for item in savepoints(api, namespace) if (item.get("status") or {}).get("phase") == "Succeeded"
+            ],
+            what="the savepoint recorded",
+            timeout=60,
+        )
+        print(f"savepoint recorded {time.monotonic() - asked:.1f}s after it began")
+        assert len(done) == 1

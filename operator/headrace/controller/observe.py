@@ -169,6 +169,7 @@ def observe(
     driver_status: contract.StatusDocument | None = None,
     *,
     unanswered: bool = False,
+    savepoints_in_flight: frozenset[str] = frozenset(),
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
@@ -177,6 +178,7 @@ def observe(
         savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
         progress=driver_progress(driver_status) if driver_status else None,
         unanswered=unanswered,
+        savepoints_in_flight=savepoints_in_flight,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -57,12 +58,18 @@ class Reconciler:
         metrics: OperatorMetrics,
         clock: Callable[[], datetime],
         policy: TenantPolicy = DEFAULT_POLICY,
+        *,
+        savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
         self.driver = driver
         self.metrics = metrics
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
+        # Savepoint calls (minutes while the driver copies) run here, not on a reconcile worker; default: inline.
+        self._run_savepoint = savepoint_runner or (lambda call: call())
+        self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
+        self._in_flight_lock = threading.Lock()
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -91,7 +98,15 @@ class Reconciler:
             return None
         pods = self.kube.list_driver_pods(namespace, name)
         driver_status, unanswered = self._ask_driver(body, pods)
-        observation = observe(pods, self.kube.list_savepoints(namespace, name), driver_status, unanswered=unanswered)
+        with self._in_flight_lock:
+            in_flight = frozenset(item for space, item in self._in_flight if space == namespace)
+        observation = observe(
+            pods,
+            self.kube.list_savepoints(namespace, name),
+            driver_status,
+            unanswered=unanswered,
+            savepoints_in_flight=in_flight,
+        )
         now = self.clock()
         plan = decide(view, observation, now)
         if plan.status != view.status:
@@ -228,9 +243,27 @@ class Reconciler:
         )
 
     def _take_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
-        """Ask the driver; record the outcome on the StreamingSavepoint (the planner reads it next time)."""
+        """Mark the StreamingSavepoint InProgress, then ask the driver through the savepoint runner (off the reconcile
+        worker): the outcome is recorded on the StreamingSavepoint, whose change wakes the app again."""
         namespace = body["metadata"]["namespace"]
         self.kube.patch_savepoint_status(namespace, action.name, {"phase": "InProgress", "path": action.path})
+        key = (namespace, action.name)
+        with self._in_flight_lock:
+            self._in_flight.add(key)
+
+        def call() -> None:
+            try:
+                self._call_savepoint(body, action)
+            except Exception:  # the StreamingSavepoint stays InProgress: the planner settles it as interrupted
+                logger.exception("savepoint %s/%s: recording the outcome failed", *key)
+            finally:
+                with self._in_flight_lock:
+                    self._in_flight.discard(key)
+
+        self._run_savepoint(call)
+
+    def _call_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
+        namespace = body["metadata"]["namespace"]
         token = self._token(body)
         started = time.monotonic()
         try:

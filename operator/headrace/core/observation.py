@@ -98,6 +98,7 @@ class Observation:
     progress: DriverProgress | None = None  # from the current driver's control endpoint, when it answered
     refused: Refusal | None = None  # set by the controller when creating (or checking) an attempt was refused
     unanswered: bool = False  # the current driver was asked for its status and did not answer (a missed heartbeat)
+    savepoints_in_flight: frozenset[str] = frozenset()  # StreamingSavepoints this operator is asking a driver for
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

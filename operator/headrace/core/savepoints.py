@@ -45,6 +45,7 @@ _PHASES: dict[SavepointOperationKind, Phase] = {
     "Upgrade": "Upgrading",
     "Suspend": "Savepointing",
 }
+IN_FLIGHT_POLL_SECONDS = 30.0  # a savepoint call under way: its outcome (a StreamingSavepoint event) wakes the app
 SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is still taking is looked at
 SILENT_DRIVER_GRACE_SECONDS = 30.0  # a driver that exits after stopping is silent before its pod terminates
 
@@ -108,6 +109,9 @@ def continue_operation(
             _finish_failed(builder, spec, pod, name, "the driver is not running", kind=kind)
             return
         _request(builder, spec, pod, name, reason, stop=kind != "Savepoint", create=resource is None)
+        return
+    if resource.phase == "InProgress" and name in observation.savepoints_in_flight:
+        builder.requeue(IN_FLIGHT_POLL_SECONDS)  # the call's outcome is written to the StreamingSavepoint
         return
     if resource.phase == "InProgress":
         _settle_interrupted(builder, pod, observation.progress, name)
