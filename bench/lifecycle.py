@@ -26,8 +26,10 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from headrace.api import names
-from testbed import scenario
+from testbed import REPOSITORY, scenario
 from testbed.environment import Environment, deployed_example, environment
 
 
@@ -178,10 +180,12 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
     return dict(sorted(phases.items(), key=lambda item: item[1]))
 
 
-def recoveries(target: Environment, runs: int) -> list[dict[str, float]]:
-    """`runs` cold recoveries of one deployment under a steady trickle of input."""
+def recoveries(target: Environment, runs: int, spark_conf: dict[str, str]) -> list[dict[str, float]]:
+    """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's)."""
     results = []
-    with deployed_example(target, 3) as app, scenario.Writer(app.input, interval=2.0):
+    example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
+    overrides = {"sparkConf": {**example["spec"].get("sparkConf", {}), **spark_conf}} if spark_conf else {}
+    with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
         app.wait(app.commits, 900, "the first batch")
         for number in range(1, runs + 1):
             app.wait(app.driver_commits, 900, "a batch by the current driver")
@@ -207,10 +211,14 @@ def main() -> None:
     """Print one line per figure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--recovery", type=int, metavar="N", help="only cold recovery, N times")
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="with --recovery: add to sparkConf"
+    )
     options = parser.parse_args()
+    spark_conf = dict(item.split("=", 1) for item in options.spark_conf)
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
-            _summary(recoveries(target, options.recovery))
+            _summary(recoveries(target, options.recovery, spark_conf))
             return
         for name, value in run(target).items():
             print(f"{name}: {value:.1f}", flush=True)

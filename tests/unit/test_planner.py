@@ -569,3 +569,13 @@ def test_savepoint_operations_wait_until_the_driver_runs_queries() -> None:
     assert plan.actions == ()
     assert plan.status.pendingOperation is None
     assert plan.requeue_after is not None and plan.requeue_after <= 5
+
+
+def test_the_running_event_after_a_restart_says_where_the_recovery_went() -> None:
+    status = step(running_app(), seen(pod(deleting=True)), later(10)).status  # failure seen at +10 s
+    status = step(status, seen(), later(11)).status  # old pod gone: attempt 2 created
+    replacement = pod(attempt=2, created_at=later(12), running_since=later(15))
+    plan = step(status, seen(replacement), later(16))
+    running = next(event for event in plan.events if event.reason == "Running")
+    assert "attempt 2" in running.message
+    assert "pod created +2s, container started +5s after the failure at 2026-11-21T12:00:10Z" in running.message

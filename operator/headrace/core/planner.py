@@ -44,7 +44,7 @@ from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
 from headrace.core.plan import DeletePod, Plan, RescaleInPlace
-from headrace.core.restarts import healthy_reset, record_failure
+from headrace.core.restarts import healthy_reset, record_failure, recovery_summary
 from headrace.core.timefmt import format_time, parse_time
 from headrace.core.validation import validate_spec
 
@@ -275,7 +275,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if rolled_back and builder.status.phase == "RolledBack":
         builder.condition("Ready", "True", "DriverRunning", f"driver {pod.name} runs the last stable spec")
     else:
-        builder.phase("Running", f"driver {pod.name} is running (run {run.number}, attempt {run.attempt})")
+        builder.phase("Running", _running_message(builder, run, pod))
         builder.condition("Ready", "True", "DriverRunning", f"driver {pod.name} is running")
         builder.condition("Progressing", "False", "Stable", "")
     restarts = healthy_reset(builder.status.restarts, spec.restartPolicy, running_since=since, now=builder.now)
@@ -305,6 +305,16 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     _apply_spec_change(builder, spec, observation, pod)
     if not builder.actions and builder.status.pendingOperation is None:
         _converge_executors(builder, spec, observation.progress, pod)
+
+
+def _running_message(builder: Builder, run: RunStatus, pod: DriverPod) -> str:
+    """The Running event; after a restart it says where the recovery's first seconds went."""
+    message = f"driver {pod.name} is running (run {run.number}, attempt {run.attempt})"
+    failures = builder.status.restarts.failureTimes
+    if builder.status.phase != "Restarting" or not failures:
+        return message
+    summary = recovery_summary(parse_time(failures[-1]), pod.created_at, pod.running_since)
+    return f"{message}; {summary}" if summary else message
 
 
 def _converge_executors(

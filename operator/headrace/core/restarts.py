@@ -71,3 +71,12 @@ def restart_begun(previous: StreamingAppStatus, new: StreamingAppStatus) -> bool
         return False
     was = previous.pendingOperation
     return was is None or was.kind != "Restart" or was.startedAt != pending.startedAt
+
+
+def recovery_summary(failed_at: datetime, created_at: datetime | None, running_since: datetime | None) -> str:
+    """Where a recovery's first seconds went, as the operator sees them (Kubernetes keeps whole seconds):
+    from the failure to the new driver pod's creation and to its container's start. The driver's own
+    phases (JVM, SparkContext, executors, queries, first batch) are its metrics and status `phases`."""
+    steps = [("pod created", created_at), ("container started", running_since)]
+    seen = [f"{what} +{max((moment - failed_at).total_seconds(), 0.0):.0f}s" for what, moment in steps if moment]
+    return f"{', '.join(seen)} after the failure at {format_time(failed_at)}" if seen else ""
