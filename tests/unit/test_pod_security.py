@@ -4,6 +4,7 @@ PodSecurity admission judge the same pods.)"""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -110,6 +111,12 @@ def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
         if item["name"] == security.SPARK_AUTH_VOLUME
     ]
     assert [item["key"] for item in volume["secret"]["items"]] == [security.SPARK_AUTH_KEY]
+    # Executors read the secret from Spark's variable (a file needs a k8s:// master in their own configuration,
+    # which Spark does not pass them): the same secret as the driver's file, as Spark encodes it.
+    executor_env = manifests.executor_pod_template(attempt)["spec"]["containers"][0]["env"]
+    (auth,) = [item for item in executor_env if item["name"] == "_SPARK_AUTH_SECRET"]
+    assert auth["valueFrom"]["secretKeyRef"] == {"name": "clicks-control", "key": security.SPARK_AUTH_ENV_KEY}
+    assert base64.b64decode(secret["stringData"][security.SPARK_AUTH_ENV_KEY]).decode() == derived
     assert derived not in str(manifests.attempt_objects(attempt))
 
 

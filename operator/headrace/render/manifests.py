@@ -169,7 +169,7 @@ def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
                 {
                     "name": EXECUTOR_CONTAINER,
                     "securityContext": security.container_security_context(),
-                    "env": security.env(),
+                    "env": security.executor_env(attempt.app),
                     "volumeMounts": [*security.volume_mounts(), *[mount.model_dump() for mount in spec.volumeMounts]],
                     "resources": {
                         "requests": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
@@ -373,7 +373,11 @@ def control_secret(attempt: Attempt, token: str) -> dict[str, Any]:
         "kind": "Secret",
         "type": "Opaque",
         "metadata": _metadata(names.control_secret(attempt.app), attempt, names.app_labels(attempt.app)),
-        "stringData": {TOKEN_KEY: token, security.SPARK_AUTH_KEY: security.spark_auth_secret(token)},
+        "stringData": {
+            TOKEN_KEY: token,
+            security.SPARK_AUTH_KEY: security.spark_auth_secret(token),
+            security.SPARK_AUTH_ENV_KEY: security.spark_auth_secret_env(token),
+        },
     }
 
 

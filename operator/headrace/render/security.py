@@ -10,13 +10,16 @@ Never: decisions or I/O.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from typing import Any
 
 from headrace.api import names
 
-SPARK_AUTH_KEY = "spark-auth-secret"  # key of the app's control Secret
+SPARK_AUTH_KEY = "spark-auth-secret"  # key of the app's control Secret: the file driver and executors mount
+SPARK_AUTH_ENV_KEY = "spark-auth-secret-env"  # the same secret as Spark reads it (base64 of the file), for executors
+SPARK_AUTH_ENV = "_SPARK_AUTH_SECRET"  # Spark's variable for the executors' secret
 SPARK_AUTH_VOLUME = "headrace-spark-auth"
 SPARK_AUTH_DIR = "/var/run/headrace/spark-auth"
 SPARK_AUTH_FILE = f"{SPARK_AUTH_DIR}/secret"
@@ -68,6 +71,14 @@ def env() -> list[dict[str, Any]]:
     return [{"name": "HOME", "value": SCRATCH_DIR}]
 
 
+def executor_env(app: str) -> list[dict[str, Any]]:
+    """`env()`, and the Spark secret from the app's Secret. An executor resolves a secret *file* only when
+    its own configuration names a k8s:// master, which Spark does not pass to executors (measured: the
+    executor fell back to SASL and every executor failed to register); Spark's variable always works."""
+    reference = {"secretKeyRef": {"name": names.control_secret(app), "key": SPARK_AUTH_ENV_KEY}}
+    return [*env(), {"name": SPARK_AUTH_ENV, "valueFrom": reference}]
+
+
 def spark_conf(app: str) -> dict[str, str]:
     """Authentication and encryption between driver and executors, no kills from the UI, executors
     under their own ServiceAccount, no PersistentVolumeClaims owned or reused by the driver (its Role
@@ -90,6 +101,11 @@ def spark_conf(app: str) -> dict[str, str]:
 def spark_auth_secret(control_token: str) -> str:
     """The app's Spark secret, derived from its control token: executors get this, never the token."""
     return hmac.new(control_token.encode(), b"headrace spark.authenticate", hashlib.sha256).hexdigest()
+
+
+def spark_auth_secret_env(control_token: str) -> str:
+    """The same secret as the driver derives it from the file (Spark base64-encodes the file's bytes)."""
+    return base64.b64encode(spark_auth_secret(control_token).encode()).decode()
 
 
 def executor_service_account(app: str, attempt_metadata: dict[str, Any]) -> dict[str, Any]:
