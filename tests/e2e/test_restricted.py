@@ -1,0 +1,186 @@
+"""Safe on a shared cluster (issue 12), on a real cluster: the windowed-counts example runs in a namespace
+that enforces the `restricted` Pod Security Standard (its data on a PersistentVolumeClaim, the volume
+type that standard allows); a spec asking for host access is refused naming the field and no driver
+starts; the permission matrix of the operator's, the driver's and an executor's ServiceAccount is
+printed and checked with `kubectl auth can-i`."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from headrace.api import names
+from testbed import build, scenario
+from testbed.controlplane import create_namespace, delete_namespace
+from testbed.scenario import OPERATOR_NAMESPACE
+
+from .conftest import E2E
+
+pytestmark = pytest.mark.e2e
+
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+OPERATOR_ACCOUNT = "headrace"  # the chart's ServiceAccount for release "headrace"
+SELF_REVIEWS = {
+    "selfsubjectreviews.authentication.k8s.io",
+    "selfsubjectaccessreviews.authorization.k8s.io",
+    "selfsubjectrulesreviews.authorization.k8s.io",
+}
+
+
+def _volume_for(core: client.CoreV1Api, namespace: str, data: Path) -> None:
+    """What an admin provides: a PersistentVolume (here on the node's disk) bound to the app's claim."""
+    pv_name = f"{namespace}-data"
+    volume: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": str(data), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": "data"},
+        },
+    }
+    claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    core.create_persistent_volume(volume)  # type: ignore[arg-type]  # the client takes plain dicts too
+    core.create_namespaced_persistent_volume_claim(namespace, claim)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def restricted_app(e2e: E2E) -> Iterator[scenario.AppHandle]:
+    with e2e.api_client() as api:
+        namespace = create_namespace(api, "restricted")
+        core = client.CoreV1Api(api)
+        core.patch_namespace(namespace, {"metadata": {"labels": RESTRICTED}})
+        data = scenario.prepare_data_dir(e2e.data_root, namespace)
+        handle = scenario.AppHandle(api, namespace, data)
+        try:
+            _volume_for(core, namespace, data)
+            for _ in range(5):
+                handle.input.next_file()
+            manifest = scenario.windowed_counts_manifest(data)
+            manifest["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+            path = data / "streamingapp.yaml"
+            path.write_text(yaml.safe_dump(manifest))
+            e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+            yield handle
+        finally:
+            delete_namespace(api, namespace)
+            core.delete_persistent_volume(f"{namespace}-data")
+
+
+def _print_pod_logs(app: scenario.AppHandle) -> None:
+    """The tail of every pod's log and the namespace's events, for a failure's diagnosis."""
+    for pod in app.core.list_namespaced_pod(app.namespace).items:
+        try:
+            log = app.core.read_namespaced_pod_log(pod.metadata.name, app.namespace, tail_lines=60)
+        except client.ApiException as error:
+            log = f"(no log: {error.reason})"
+        print(f"--- log of {pod.metadata.name} ({pod.status.phase})\n{log}")
+    for event in app.core.list_namespaced_event(app.namespace).items:
+        print(f"event {event.type} {event.reason} {event.involved_object.name}: {event.message}")
+
+
+def test_the_example_runs_where_restricted_is_enforced(restricted_app: scenario.AppHandle) -> None:
+    started = time.monotonic()
+    app = restricted_app
+    try:
+        app.wait(lambda: app.running(names.ROLE_DRIVER), 300, "the driver pod to run")
+        executors = app.wait(lambda: app.running(names.ROLE_EXECUTOR), 300, "an executor pod to run")
+        app.wait(app.commits, 300, "the first committed batch")
+    except Exception:
+        print(app.diagnostics())
+        _print_pod_logs(app)
+        raise
+    print(f"restricted namespace: apply -> first committed batch {time.monotonic() - started:.1f}s")
+    executor = executors[0]
+    assert executor.spec.service_account_name == names.executor_service_account(scenario.APP)
+    assert executor.spec.automount_service_account_token is False
+    assert not [
+        mount
+        for container in executor.spec.containers
+        for mount in container.volume_mounts or []
+        if mount.mount_path.startswith("/var/run/secrets/kubernetes.io")
+    ]
+
+
+def test_a_spec_asking_for_the_host_is_refused_naming_the_field(e2e: E2E, restricted_app: scenario.AppHandle) -> None:
+    namespace = restricted_app.namespace
+    manifest = scenario.windowed_counts_manifest(restricted_app.data)
+    manifest["metadata"]["name"] = "escalate"
+    manifest["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    manifest["spec"]["driver"]["podTemplate"] = {"spec": {"hostNetwork": True}}
+    manifest["spec"]["sparkConf"] = {"spark.master ": "local[*]"}
+    path = restricted_app.data / "escalate.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+    handle = scenario.AppHandle(restricted_app.custom.api_client, namespace, restricted_app.data, name="escalate")
+    status = handle.wait(lambda: handle.status() if handle.status().get("error") else None, 120, "the refusal")
+    print(f"refused: {status['error']}")
+    assert "spec.driver.podTemplate.spec.hostNetwork" in status["error"]
+    assert "tenantPolicy.allowHostNamespaces" in status["error"]
+    assert 'spec.sparkConf["spark.master "]' in status["error"]
+    degraded = [condition for condition in status.get("conditions", []) if condition["type"] == "Degraded"]
+    assert degraded and degraded[0]["status"] == "True" and degraded[0]["reason"] == "InvalidSpec"
+    time.sleep(5)
+    assert handle.pods(names.ROLE_DRIVER) == []
+
+
+def _kubectl(e2e: E2E) -> list[str]:
+    return [str(build.binary("kubectl")), "--kubeconfig", str(e2e.kubeconfig)]
+
+
+def _matrix(e2e: E2E, namespace: str, account_namespace: str, account: str) -> list[dict[str, Any]]:
+    """`kubectl auth can-i --list` for a ServiceAccount in `namespace`, printed and parsed into rows."""
+    text = e2e.kubectl(
+        "auth", "can-i", "--list", "-n", namespace, f"--as=system:serviceaccount:{account_namespace}:{account}"
+    )
+    print(f"\n--- {account_namespace}/{account} in namespace {namespace}\n{text}")
+    rows = []
+    for line in text.splitlines()[1:]:
+        resource = line.split()[0] if line and not line.startswith(" ") else ""
+        verbs = line[line.rfind("[") + 1 : line.rfind("]")].split()
+        if resource and not resource.startswith("/"):
+            rows.append({"resource": resource, "verbs": verbs})
+    return rows
+
+
+def test_permission_matrix(e2e: E2E, restricted_app: scenario.AppHandle) -> None:
+    namespace = restricted_app.namespace
+    executor = _matrix(e2e, namespace, namespace, names.executor_service_account(scenario.APP))
+    assert {row["resource"] for row in executor} <= SELF_REVIEWS  # nothing but asking about itself
+    driver = _matrix(e2e, namespace, namespace, names.service_account(scenario.APP))
+    assert {row["resource"] for row in driver} - SELF_REVIEWS == {"pods", "configmaps"}
+    operator = _matrix(e2e, namespace, OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
+    assert {"pods", "streamingapps.headrace.dev"} <= {row["resource"] for row in operator}
+    as_driver = f"--as=system:serviceaccount:{namespace}:{names.service_account(scenario.APP)}"
+    for verb, resource in (("get", "secrets"), ("delete", "persistentvolumeclaims"), ("create", "services")):
+        answer = subprocess.run(
+            [*_kubectl(e2e), "auth", "can-i", verb, resource, "-n", namespace, as_driver],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert answer.stdout.strip() == "no", (verb, resource, answer.stdout, answer.stderr)
