@@ -59,7 +59,7 @@ render/manifests.py), and Kubernetes lets it grant only what it holds, so those 
   verbs: [create, get, list, delete]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [create, get]
+  verbs: [create, get, patch]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [create]

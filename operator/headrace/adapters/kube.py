@@ -286,9 +286,10 @@ class KubeClient:
             _ignore(HTTP_NOT_FOUND, error)
 
     # ------------------------------------------------------------------------- other objects --
-    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> None:
-        """Create one namespaced object of the kinds the operator makes; AlreadyExists is fine. With `dry_run`
-        the API server validates and admits it without storing it. A refusal raises `Refused`."""
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> bool:
+        """Create one namespaced object of the kinds the operator makes; True when created, False when it
+        already existed (which is fine). With `dry_run` the API server validates and admits it without storing
+        it. A refusal raises `Refused`."""
         namespace = obj["metadata"]["namespace"]
         creators: dict[str, Any] = {
             "Pod": self.core.create_namespaced_pod,
@@ -308,6 +309,21 @@ class KubeClient:
                 what = f"{obj['kind']} {obj['metadata'].get('name', '')}".strip()
                 raise Refused(what, int(error.status), _server_message(error)) from error
             _ignore(HTTP_CONFLICT, error)
+            return False
+        return True
+
+    def read_secret_values(self, namespace: str, name: str) -> dict[str, str] | None:
+        """Every decoded value of a Secret, or None when there is no such Secret."""
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return {key: base64.b64decode(value).decode() for key, value in (secret.data or {}).items()}
+
+    def add_secret_values(self, namespace: str, name: str, values: dict[str, str]) -> None:
+        """Merge `values` into a Secret's data (keys it has keep theirs unless named here)."""
+        self.core.patch_namespaced_secret(name, namespace, {"stringData": values})
 
     def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
         """One decoded value of a Secret, or None."""

@@ -316,7 +316,8 @@ class Reconciler:
                 self.kube.create(obj, dry_run=True)
             return
         # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
-        self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32)))
+        if not self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32))):
+            self._complete_control_secret(attempt)
         failpoints.hit("inside:EnsureDriver/Secret")
         if (attempt.run, attempt.attempt) != (1, 1):
             self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
@@ -324,6 +325,20 @@ class Reconciler:
         for obj in manifests.attempt_objects(attempt):
             self.kube.create(obj)
             failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")  # after the Pod: the same as after:EnsureDriver
+
+    def _complete_control_secret(self, attempt: manifests.Attempt) -> None:
+        """An existing control Secret made by an older operator gains the keys derived from its token that
+        this version's pods mount (Spark's authentication secret), so an upgraded operator's next driver
+        starts instead of failing on a missing Secret key."""
+        name = names.control_secret(attempt.app)
+        values = self.kube.read_secret_values(attempt.namespace, name)
+        token = (values or {}).get(manifests.TOKEN_KEY)
+        if values is None or token is None:
+            return
+        wanted = manifests.control_secret_values(token)
+        missing = {key: value for key, value in wanted.items() if key not in values}
+        if missing:
+            self.kube.add_secret_values(attempt.namespace, name, missing)
 
     def _rescale(self, body: dict[str, Any], action: RescaleInPlace) -> float | None:
         metadata = body["metadata"]

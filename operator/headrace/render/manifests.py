@@ -373,11 +373,16 @@ def control_secret(attempt: Attempt, token: str) -> dict[str, Any]:
         "kind": "Secret",
         "type": "Opaque",
         "metadata": _metadata(names.control_secret(attempt.app), attempt, names.app_labels(attempt.app)),
-        "stringData": {
-            TOKEN_KEY: token,
-            security.SPARK_AUTH_KEY: security.spark_auth_secret(token),
-            security.SPARK_AUTH_ENV_KEY: security.spark_auth_secret_env(token),
-        },
+        "stringData": control_secret_values(token),
+    }
+
+
+def control_secret_values(token: str) -> dict[str, str]:
+    """The control Secret's keys: the token and what is derived from it (Spark's authentication secret)."""
+    return {
+        TOKEN_KEY: token,
+        security.SPARK_AUTH_KEY: security.spark_auth_secret(token),
+        security.SPARK_AUTH_ENV_KEY: security.spark_auth_secret_env(token),
     }
 
 

@@ -74,14 +74,30 @@ class FakeKube(KubeClient):
         self.calls.append(("delete_pod", name))
         self.pods.pop((namespace, name), None)
 
-    def create(self, obj: dict[str, Any]) -> None:
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> bool:
         metadata = obj["metadata"]
         self.calls.append((f"create {obj['kind']}", metadata["name"]))
+        if dry_run:
+            return True
         self.created.append(copy.deepcopy(obj))
+        key = (metadata["namespace"], metadata["name"])
         if obj["kind"] == "Pod":
-            self.pods.setdefault((metadata["namespace"], metadata["name"]), copy.deepcopy(obj))
+            existed = key in self.pods
+            self.pods.setdefault(key, copy.deepcopy(obj))
+            return not existed
         if obj["kind"] == "Secret":
-            self.secrets.setdefault((metadata["namespace"], metadata["name"]), dict(obj.get("stringData") or {}))
+            existed = key in self.secrets
+            self.secrets.setdefault(key, dict(obj.get("stringData") or {}))
+            return not existed
+        return True
+
+    def read_secret_values(self, namespace: str, name: str) -> dict[str, str] | None:
+        found = self.secrets.get((namespace, name))
+        return dict(found) if found is not None else None
+
+    def add_secret_values(self, namespace: str, name: str, values: dict[str, str]) -> None:
+        self.calls.append(("add_secret_values", ",".join(sorted(values))))
+        self.secrets[(namespace, name)].update(values)
 
     def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
         return self.secrets.get((namespace, name), {}).get(key)

@@ -90,10 +90,39 @@ def test_ensure_driver_creates_the_attempt_objects_after_its_secret() -> None:
     kube, _, reconciler, _ = cluster()
     action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
     reconciler._act(kube.apps[(NAMESPACE, APP)], action)
-    kinds = [call[0] for call in kube.calls]
+    kinds = [call[0] for call in kube.calls if call[0] != "add_secret_values"]
     assert kinds[:2] == ["create Secret", "prune_attempt_objects"]
     assert kinds[-1] == "create Pod" and "delete_savepoint" not in kinds
     assert ("create Pod", "clicks-r1-a2-driver") in kube.calls
+
+
+def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount() -> None:
+    """The Secret holds only the token (as an older operator made it): the keys derived from it are added,
+    the token kept, so the next driver's secretKeyRefs resolve; a complete Secret is left alone."""
+    kube, _, reconciler, _ = cluster()
+    secret = kube.secrets[(NAMESPACE, names.control_secret(APP))]
+    assert set(secret) == {manifests.TOKEN_KEY}
+    action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    pod = next(obj for obj in kube.created if obj["kind"] == "Pod")
+    mounted = {
+        ref["key"]
+        for container in pod["spec"]["containers"]
+        for env in container.get("env", [])
+        if (ref := (env.get("valueFrom") or {}).get("secretKeyRef")) and ref["name"] == names.control_secret(APP)
+    } | {
+        item["key"]
+        for volume in pod["spec"].get("volumes", [])
+        if (volume.get("secret") or {}).get("secretName") == names.control_secret(APP)
+        for item in volume["secret"].get("items", [])
+    }
+    assert len(mounted) >= 2, mounted  # the token and Spark's secret at least
+    assert mounted <= set(secret), (mounted, set(secret))
+    assert secret[manifests.TOKEN_KEY] == "token"
+    assert secret == manifests.control_secret_values("token")
+    kube.calls.clear()
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    assert "add_secret_values" not in [call[0] for call in kube.calls]
 
 
 def test_a_new_app_records_its_intent_before_creating_anything() -> None:
