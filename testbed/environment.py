@@ -32,10 +32,12 @@ DEV_VOLUME_TYPES = (*RESTRICTED_VOLUME_TYPES, "hostPath")  # the tenant policy o
 
 @dataclass
 class Environment:
-    """A kubeconfig, a data directory this process shares with the node, and the tools."""
+    """A kubeconfig, a data directory this process shares with the node, the cluster's Kafka as this
+    machine reaches it (pods use ``kafka.kafka.svc:9092``), and the tools."""
 
     kubeconfig: Path
     data_root: Path
+    kafka_bootstrap: str = ""
     object_store: ClusterObjectStore | None = None  # the local cluster's S3 server (None on another cluster)
 
     def _run(self, command: list[str], timeout: float) -> str:
@@ -82,7 +84,7 @@ def environment(workdir: Path) -> Iterator[Environment]:
     external = os.environ.get("HEADRACE_E2E_KUBECONFIG")
     if external:
         data_root = Path(os.environ.get("HEADRACE_E2E_DATA_DIR") or tempfile.mkdtemp(prefix="headrace-e2e-"))
-        target = Environment(Path(external), data_root)
+        target = Environment(Path(external), data_root, os.environ.get("HEADRACE_E2E_KAFKA_BOOTSTRAP", ""))
         target.install_operator()
         yield target
         return
@@ -93,7 +95,7 @@ def environment(workdir: Path) -> Iterator[Environment]:
             cluster.import_image(archive)
         data_root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scenario.pod_data_root("e2e")))
         data_root.chmod(0o777)
-        target = Environment(cluster.kubeconfig, data_root, object_store=cluster.object_store)
+        target = Environment(cluster.kubeconfig, data_root, cluster.kafka_bootstrap, object_store=cluster.object_store)
         try:
             target.install_operator()
             yield target

@@ -2,7 +2,8 @@
 
 Owns: the order of the quick start: the background cluster up, images built from the Dockerfile and
 imported, the operator installed by its Helm chart, and the windowed-counts example applied in
-namespace `demo`, reading click files from a directory on this machine that it keeps filling.
+namespace `demo`, reading click events from the cluster's Kafka (``kafka.kafka.svc:9092``, topic
+`clicks`, fed by a producer on this machine), or with ``--source files`` from a directory of click files.
 Never: configures components itself (cluster, images, environment and scenario modules do).
 """
 
@@ -19,12 +20,17 @@ from testbed import cluster, images, scenario
 from testbed.environment import Environment
 
 NAMESPACE = "demo"
+TOPIC = "clicks"
+SOURCES = ("kafka", "files")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Bring everything up; print what to try next."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--files", type=int, default=30, help="click files to write for the example")
+    parser.add_argument("--source", choices=SOURCES, default="kafka", help="where the example reads clicks from")
+    parser.add_argument(
+        "--files", type=int, default=30, help="chunks of 120 clicks to produce to the topic (or write as files)"
+    )
     args = parser.parse_args(argv)
     print("1/4 cluster: building Kubernetes from source on the first run, then starting it", flush=True)
     if cluster.command_up() != 0:
@@ -34,31 +40,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cluster.command_import(list(archives.values())) != 0:
         return 1
     print("3/4 operator: helm install from charts/headrace", flush=True)
-    target = Environment(cluster.kubeconfig_path(), scenario.pod_data_root("quickstart"))
+    target = Environment(cluster.kubeconfig_path(), scenario.pod_data_root("quickstart"), cluster.kafka_bootstrap())
     target.install_operator()
-    print(f"4/4 example: windowed-counts in namespace {NAMESPACE}", flush=True)
-    data = apply_example(target, args.files)
-    _print_next_steps(target, data)
+    print(f"4/4 example: windowed-counts in namespace {NAMESPACE}, reading from {args.source}", flush=True)
+    data, _ = apply_example(target, args.files, source=args.source)
+    _print_next_steps(target, data, args.source)
     return 0
 
 
-def apply_example(target: Environment, files: int) -> Path:
-    """Step 4, also run by the quick start's e2e test: the example applied in NAMESPACE, `files` input
-    files written; returns the example's data directory."""
+def apply_example(
+    target: Environment, files: int, *, source: str = "kafka"
+) -> tuple[Path, scenario.ClickFiles | scenario.ClickTopic]:
+    """Step 4, also run by the quick start's e2e test: the example applied in NAMESPACE, `files` chunks of
+    clicks produced to TOPIC (`source` kafka) or written as input files (`source` files); returns the
+    example's data directory and the clicks' writer."""
+    if source not in SOURCES:
+        raise ValueError(f"--source must be one of {', '.join(SOURCES)}, not {source!r}")
     namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     data = scenario.prepare_data_dir(target.data_root, NAMESPACE)
+    clicks: scenario.ClickFiles | scenario.ClickTopic
+    if source == "kafka":
+        if not target.kafka_bootstrap:
+            raise RuntimeError("the cluster has no Kafka reachable from this machine; use --source files")
+        clicks = scenario.ClickTopic(target.kafka_bootstrap, TOPIC).resume()
+        manifest = scenario.windowed_counts_manifest(data, TOPIC)
+    else:
+        clicks = scenario.ClickFiles(data / "input")
+        clicks.files = len(list((data / "input").glob("part-*.json")))
+        manifest = scenario.windowed_counts_manifest(data)
     (data / "namespace.yaml").write_text(yaml.safe_dump(namespace_manifest))
-    (data / "streamingapp.yaml").write_text(yaml.safe_dump(scenario.windowed_counts_manifest(data)))
     target.kubectl("apply", "-f", str(data / "namespace.yaml"))
+    (data / "streamingapp.yaml").write_text(yaml.safe_dump(manifest))
     target.kubectl("apply", "-n", NAMESPACE, "-f", str(data / "streamingapp.yaml"))
-    clicks = scenario.ClickFiles(data / "input")
-    clicks.files = len(list((data / "input").glob("part-*.json")))
     for _ in range(files):
         clicks.next_file()
-    return data
+    return data, clicks
 
 
-def _print_next_steps(target: Environment, data: Path) -> None:
+def _print_next_steps(target: Environment, data: Path, source: str) -> None:
+    if source == "kafka":
+        feed = (
+            f"Input: topic {TOPIC} on kafka.kafka.svc:9092 (from this machine: {target.kafka_bootstrap});\n"
+            f"  add more with `uv run python -m testbed quickstart --files 10`"
+        )
+    else:
+        feed = f"Input files: {data / 'input'} (add more with `uv run python -m testbed quickstart --source files`)"
     print(
         f"""
 Headrace is running. Try:
@@ -68,7 +94,7 @@ Headrace is running. Try:
   uv run headrace status -n {NAMESPACE}
   uv run headrace savepoint windowed-counts -n {NAMESPACE}
   kubectl scale sapp windowed-counts -n {NAMESPACE} --replicas=2
-Input files: {data / "input"} (add more with `make quickstart, or uv run python -m testbed quickstart --files 10`)
+{feed}
 Output (parquet, exactly once): {data / "output"}
 Stop everything: make down
 """,

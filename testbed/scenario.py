@@ -1,8 +1,9 @@
 """Scenario helpers for end-to-end tests and benchmarks of the windowed-counts example on a cluster.
 
 Owns: click events with known content written as files a pod reads (atomically, with distinct
-increasing modification times), the example's StreamingApp pointed at a hostPath shared with this
-process, watching the app's pods and committed batches, and the exact expected window counts.
+increasing modification times) or produced to the cluster's Kafka topic (`ClickTopic`), the example's
+StreamingApp pointed at a hostPath shared with this process (reading files or Kafka), watching the
+app's pods and committed batches, and the exact expected window counts.
 Never: asserts (tests do) or starts clusters (the cluster module does).
 """
 
@@ -23,7 +24,8 @@ import yaml
 from kubernetes import client
 
 from headrace.api import models, names
-from testbed import REPOSITORY
+from testbed import REPOSITORY, kafka
+from testbed.cluster_kafka import SERVICE_ADDRESS as KAFKA_SERVICE
 
 APP = "windowed-counts"
 BASE = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -86,10 +88,55 @@ class ClickFiles:
         return [event for event in self.events if event["event_id"] != f"e{FLUSH}"]
 
 
-class Writer:
-    """Keeps adding click files every `interval` seconds in a thread, until stopped."""
+class ClickTopic:
+    """Produces click events to a Kafka topic, `EVENTS_PER_FILE` per chunk, in event-time order (thread-safe).
 
-    def __init__(self, files: ClickFiles, interval: float = 1.5) -> None:
+    The topic has one partition: every micro-batch then reads a prefix of the stream, so no event arrives
+    behind the watermark and the window counts are exact. `resume()` continues the numbering of a topic that
+    already holds events (the quick start run again)."""
+
+    def __init__(self, bootstrap_servers: str, topic: str = "clicks") -> None:
+        self.bootstrap_servers, self.topic = bootstrap_servers, topic
+        self.first = 0
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        kafka.create_topic(bootstrap_servers, topic, 1, exist_ok=True)
+
+    def resume(self) -> ClickTopic:
+        """Start numbering after the events already in the topic."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "headrace-click-producer"})
+        try:
+            self.first = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)[1]
+        finally:
+            consumer.close()
+        return self
+
+    def write(self, events: list[dict[str, Any]]) -> None:
+        """Produce `events` (acknowledged by the broker before this returns)."""
+        with self._lock:
+            kafka.produce(self.bootstrap_servers, self.topic, [json.dumps(event) for event in events], partition=0)
+            self.events += events
+
+    def next_file(self) -> None:
+        """The next EVENTS_PER_FILE clicks (named like `ClickFiles.next_file`, so `Writer` drives either)."""
+        first = self.first + len(self.counted())
+        self.write([click(number) for number in range(first, first + EVENTS_PER_FILE)])
+
+    def flush(self) -> None:
+        """The far-future event that closes every window."""
+        self.write([click(FLUSH)])
+
+    def counted(self) -> list[dict[str, Any]]:
+        """The events this producer wrote that land in closed windows (all but the flush event)."""
+        return [event for event in self.events if event["event_id"] != f"e{FLUSH}"]
+
+
+class Writer:
+    """Keeps adding click files (or chunks to a topic) every `interval` seconds in a thread, until stopped."""
+
+    def __init__(self, files: ClickFiles | ClickTopic, interval: float = 1.5) -> None:
         self.files, self.interval = files, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -117,16 +164,23 @@ def expected_tumbling_counts(events: list[dict[str, Any]]) -> Counter[tuple[str,
     return counts
 
 
-def windowed_counts_manifest(data_dir: Path, **spec_overrides: Any) -> dict[str, Any]:
-    """The example's own streamingapp.yaml, reading and writing files on a hostPath shared with us."""
+def windowed_counts_manifest(
+    data_dir: Path, kafka_topic: str | None = None, /, **spec_overrides: Any
+) -> dict[str, Any]:
+    """The example's own streamingapp.yaml, writing files on a hostPath shared with us and reading either
+    files there or (`kafka_topic`) that topic of the cluster's Kafka, ``kafka.kafka.svc:9092``."""
     manifest: dict[str, Any] = yaml.safe_load((REPOSITORY / "apps" / APP / "streamingapp.yaml").read_text())
     manifest["metadata"].pop("namespace", None)
     spec = manifest["spec"]
     # The directory is mounted at the same path in the pods as here: the file sink's log records absolute
     # paths, so the output is readable (through that log) from this process too.
     root = str(data_dir)
+    if kafka_topic is None:
+        source = ["--source", "files", "--input", f"{root}/input"]
+    else:
+        source = ["--source", "kafka", "--bootstrap", KAFKA_SERVICE, "--topic", kafka_topic]
     spec["application"]["args"] = [
-        "--source", "files", "--input", f"{root}/input", "--output", f"file://{root}/output",
+        *source, "--output", f"file://{root}/output",
         "--trigger-seconds", "2", "--window", "1 minute", "--watermark", "30 seconds",
     ]  # fmt: skip
     # State on the shared hostPath (single node); the quick start and the object-storage tests use the bucket.
@@ -201,7 +255,7 @@ class AppHandle:
         self.namespace, self.data, self.name = namespace, data, name
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
-        self.input = ClickFiles(data / "input")
+        self.input: ClickFiles | ClickTopic = ClickFiles(data / "input")
 
     def app(self) -> dict[str, Any]:
         """The StreamingApp as stored."""

@@ -2,13 +2,16 @@
 
 `make quickstart` runs `testbed.quickstart.main`: cluster up, images, the operator by Helm (the e2e
 fixture has done those three the same way), then `apply_example`. This test runs `apply_example` itself,
-with the same data location rules (a world-traversable directory, whatever the home directory's mode),
-and requires the example to commit batches with zero driver restarts.
+with the same data location rules (a world-traversable directory, whatever the home directory's mode) and
+the same default source (the cluster's Kafka as ``kafka.kafka.svc:9092``, fed by the quick start's
+producer), and requires the example to commit batches with zero driver restarts and its sink to hold
+exactly the expected window counts.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from testbed import quickstart, scenario
 from testbed.controlplane import delete_namespace
 
 from .conftest import E2E
+from .sink import read_tumbling
 
 pytestmark = pytest.mark.e2e
 
@@ -27,8 +31,11 @@ pytestmark = pytest.mark.e2e
 def example(e2e: E2E) -> Iterator[scenario.AppHandle]:
     with e2e.api_client() as api:
         try:
-            data = quickstart.apply_example(e2e, files=10)
-            yield scenario.AppHandle(api, quickstart.NAMESPACE, data)
+            data, clicks = quickstart.apply_example(e2e, files=10)
+            assert isinstance(clicks, scenario.ClickTopic), "the quick start reads from Kafka by default"
+            handle = scenario.AppHandle(api, quickstart.NAMESPACE, data)
+            handle.input = clicks
+            yield handle
         finally:
             delete_namespace(api, quickstart.NAMESPACE)
 
@@ -44,6 +51,24 @@ def test_quickstart_example_commits_batches_without_a_restart(example: scenario.
     (driver,) = example.pods(names.ROLE_DRIVER)
     assert driver.metadata.labels[names.ATTEMPT] == "1", driver.metadata.labels
     assert all(s.restart_count == 0 for s in driver.status.container_statuses or []), driver.status
+    assert "kafka.kafka.svc:9092" in example.app()["spec"]["application"]["args"]
+
+
+def test_quickstart_sink_holds_exactly_the_produced_clicks(example: scenario.AppHandle) -> None:
+    example.input.next_file()  # a chunk produced while the query runs, not only before it started
+    expected = scenario.expected_tumbling_counts(example.input.counted())
+    example.input.flush()
+    started = time.monotonic()
+
+    def complete() -> Counter[tuple[str, str]] | None:
+        seen = read_tumbling(example.data / "output" / "tumbling")
+        return seen if set(seen) >= set(expected) else None
+
+    result = example.wait(complete, 300, "every window of the produced clicks in the sink")
+    print(f"quick start example (Kafka): flush -> every window in the sink in {time.monotonic() - started:.1f}s")
+    assert dict(result) == dict(expected)
+    assert sum(expected.values()) == len(example.input.counted()) == 11 * scenario.EVENTS_PER_FILE
+    assert example.status().get("restarts", {}).get("total", 0) == 0
 
 
 def test_pod_data_lives_where_the_image_user_can_read_it(example: scenario.AppHandle) -> None:
