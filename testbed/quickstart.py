@@ -13,10 +13,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from testbed import cluster, images, scenario
+from testbed import cluster, images, objectstore, scenario
 from testbed.environment import Environment
 
 NAMESPACE = "demo"
@@ -70,11 +71,31 @@ def apply_example(
         manifest = scenario.windowed_counts_manifest(data)
     (data / "namespace.yaml").write_text(yaml.safe_dump(namespace_manifest))
     target.kubectl("apply", "-f", str(data / "namespace.yaml"))
+    use_bucket(target, data, manifest)
     (data / "streamingapp.yaml").write_text(yaml.safe_dump(manifest))
     target.kubectl("apply", "-n", NAMESPACE, "-f", str(data / "streamingapp.yaml"))
     for _ in range(files):
         clicks.next_file()
     return data, clicks
+
+
+def use_bucket(target: Environment, data: Path, manifest: dict[str, Any]) -> None:
+    """Checkpoints and savepoints in the cluster's S3 bucket (``s3a://headrace/demo/...``, credentials from the
+    Secret copied into the namespace), as on any multi-node cluster; ``data/state`` on this machine shows them.
+    A cluster without the testbed's S3 server keeps them on the node (``allowNodeLocal``)."""
+    with target.api_client() as api:
+        storage = objectstore.storage_for(api, NAMESPACE)
+    if storage is None:
+        return
+    manifest["spec"]["state"] = {**storage.state, "backend": manifest["spec"]["state"].get("backend", "rocksdb")}
+    state = data / "state"
+    bucket_state = storage.host_path(storage.state["checkpointDir"])
+    if state.is_symlink():
+        state.unlink()
+    elif state.is_dir() and not any(state.iterdir()):
+        state.rmdir()
+    if not state.exists():
+        state.symlink_to(bucket_state, target_is_directory=True)
 
 
 def _print_next_steps(target: Environment, data: Path, source: str) -> None:
@@ -96,10 +117,18 @@ Headrace is running. Try:
   kubectl scale sapp windowed-counts -n {NAMESPACE} --replicas=2
 {feed}
 Output (parquet, exactly once): {data / "output"}
+State (checkpoints and savepoints): {_state_location(data)}
 Stop everything: make down
 """,
         flush=True,
     )
+
+
+def _state_location(data: Path) -> str:
+    state = data / "state"
+    if state.is_symlink():
+        return f"bucket headrace on the cluster's S3 server (s3.s3.svc:9000), files in {state.resolve()}"
+    return str(state)
 
 
 if __name__ == "__main__":

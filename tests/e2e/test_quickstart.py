@@ -44,6 +44,7 @@ def test_quickstart_example_commits_batches_without_a_restart(example: scenario.
     started = time.monotonic()
     example.wait(lambda: example.running(names.ROLE_DRIVER), 300, "the quick start's driver to run")
     example.wait(lambda: len(example.commits()) >= 2, 300, "two committed batches")
+    assert example.status()["run"]["checkpointDir"].startswith("s3a://headrace/"), "state in the bucket by default"
     print(f"quick start example: apply -> 2 committed batches in {time.monotonic() - started:.1f}s")
     status = example.status()
     assert status.get("phase") == "Running", status
