@@ -1,0 +1,91 @@
+"""The planner's lifecycle as one table: (state, event) -> (phase, pending operation, actions).
+
+Each row starts from a named state reached through the planner itself, applies one event (what the
+observer sees, a spec change, the time) and names the state and the actions that must follow. The
+scenario tests in tests/unit/test_planner.py check the details of each transition; this table is the
+map, drawn so a new row is one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.core.observation import Observation
+from headrace.core.planner import decide
+from tests.unit.builders import T0, later, pod, seen, spec, view
+
+
+def _step(status: StreamingAppStatus | None, observation: Observation, seconds: float, app_spec=None, generation=1):
+    return decide(view(app_spec, status, generation), observation, later(seconds) if seconds else T0)
+
+
+def new() -> StreamingAppStatus | None:
+    return None
+
+
+def deploying() -> StreamingAppStatus:
+    return _step(None, seen(), 0).status
+
+
+def running() -> StreamingAppStatus:
+    return _step(deploying(), seen(pod()), 1).status
+
+
+def restarting() -> StreamingAppStatus:
+    return _step(running(), seen(pod(phase="Failed", exit_code=1, reason="Error")), 10).status
+
+
+@dataclass(frozen=True)
+class Event:
+    """One input to the planner: the observation, the spec (None: unchanged) and its generation, the time."""
+
+    observation: Observation
+    at: float
+    app_spec: StreamingAppSpec | None = None
+    generation: int = 1
+
+
+NOTHING = Event(seen(), 2)
+DRIVER_UP = Event(seen(pod()), 2)
+DRIVER_FAILED = Event(seen(pod(phase="Failed", exit_code=1, reason="Error")), 20)
+DRIVER_DELETED = Event(seen(pod(deleting=True)), 20)
+DRIVER_GONE = Event(seen(), 20)
+STRAY = Event(seen(pod(), pod(attempt=7)), 20)
+SCALED = Event(seen(pod()), 20, spec(executor={"instances": 3}), 2)
+SUSPENDED = Event(seen(pod()), 20, spec(job={"state": "suspended"}), 2)
+OWNED_KEY = Event(seen(pod()), 20, spec(sparkConf={"spark.master": "local[*]"}), 2)
+RETRY_DUE_OLD_GONE = Event(seen(), 40)
+
+TABLE: list[tuple[Callable[[], StreamingAppStatus | None], Event, str, str | None, list[str]]] = [
+    # state       event               -> phase          pending        actions
+    (new, NOTHING, "Deploying", "StartDriver", ["EnsureDriver"]),
+    (deploying, NOTHING, "Deploying", "StartDriver", ["EnsureDriver"]),  # idempotent until the pod appears
+    (deploying, DRIVER_UP, "Running", None, []),
+    (running, DRIVER_UP, "Running", None, []),
+    (running, DRIVER_FAILED, "Restarting", "Restart", []),
+    (running, DRIVER_DELETED, "Restarting", "Restart", []),
+    (running, DRIVER_GONE, "Restarting", "Restart", []),
+    (running, STRAY, "Running", None, ["DeletePod"]),
+    (running, SCALED, "Running", None, ["RescaleInPlace"]),
+    (running, SUSPENDED, "Savepointing", "Suspend", ["CreateSavepointResource", "TakeSavepoint"]),
+    (running, OWNED_KEY, "Running", None, []),  # an invalid update keeps the running driver
+    (restarting, RETRY_DUE_OLD_GONE, "Restarting", "StartDriver", ["EnsureDriver"]),  # attempt 2
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "event", "phase", "pending", "actions"),
+    TABLE,
+    ids=[f"{row[0].__name__}-{index}" for index, row in enumerate(TABLE)],
+)
+def test_lifecycle_table(
+    state: Callable[[], StreamingAppStatus | None], event: Event, phase: str, pending: str | None, actions: list[str]
+) -> None:
+    plan = _step(state(), event.observation, event.at, event.app_spec, event.generation)
+    assert plan.status.phase == phase
+    assert (plan.status.pendingOperation.kind if plan.status.pendingOperation else None) == pending
+    assert [type(action).__name__ for action in plan.actions] == actions
