@@ -10,7 +10,6 @@ Never: starts the cluster (the cluster module composes this after the node), or 
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 from testbed import host_services, procs
 from testbed.kafka import KafkaBroker, PodListener
@@ -21,7 +20,7 @@ PORT = 9092
 SERVICE_ADDRESS = f"{SERVICE}.{NAMESPACE}.svc:{PORT}"
 
 
-class ClusterKafka:
+class ClusterKafka(procs.Started):
     """The cluster's broker: `start()` runs it and publishes the Service; `stop()` removes the broker's files.
 
     The Service objects go with the cluster (its etcd is thrown away); they are not deleted here.
@@ -61,15 +60,3 @@ class ClusterKafka:
         broker, self.broker = self.broker, None
         if broker is not None:
             broker.stop()
-
-    def __enter__(self) -> ClusterKafka:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from testbed import maven, procs
@@ -147,7 +146,7 @@ def _split_record(record: Record) -> tuple[str | bytes | None, str | bytes]:
     return record if isinstance(record, tuple) else (None, record)
 
 
-class KafkaBroker:
+class KafkaBroker(procs.Started):
     """A running single-node KRaft broker; use as a context manager so it is always stopped and removed."""
 
     def __init__(self, heap: str = "512m", *, workdir: Path | None = None, pods: PodListener | None = None) -> None:
@@ -248,18 +247,6 @@ class KafkaBroker:
                 procs.stop(self._process, grace_seconds=5)
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> KafkaBroker:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def create_topic(bootstrap_servers: str, name: str, partitions: int, *, exist_ok: bool = False) -> None:

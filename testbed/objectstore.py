@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -237,7 +236,7 @@ class S3Client:
 # --- the server -----------------------------------------------------------------------------------
 
 
-class ObjectStore:
+class ObjectStore(procs.Started):
     """A running gateway over a temporary directory, with one bucket; a context manager that always cleans up.
 
     It listens on loopback (for this machine) and, with `pod_address`, also there (for pods).
@@ -310,20 +309,8 @@ class ObjectStore:
             else:
                 shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> ObjectStore:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
-
-
-class ClusterObjectStore:
+class ClusterObjectStore(procs.Started):
     """The cluster's S3 server: `start()` runs it on loopback and the bridge gateway, creates the bucket and
     publishes the ``s3`` Service (``http://s3.s3.svc:9000``) with its EndpointSlice and the root credentials
     as the Secret ``s3-credentials`` in namespace ``s3`` (an app's Secret must be in its own namespace:
@@ -394,18 +381,6 @@ class ClusterObjectStore:
         if store is not None:
             store.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> ClusterObjectStore:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 @dataclass(frozen=True)

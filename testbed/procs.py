@@ -20,9 +20,34 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 _PR_SET_PDEATHSIG = 1
 DEFAULT_GRACE_SECONDS = 5.0
+
+
+class Started:
+    """A context manager over `start()` and `stop()`: `stop()` also runs when `start()` fails part-way,
+    so a service that was half started leaves nothing behind. Subclasses make `stop()` idempotent."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
 
 
 class ProcessFailedError(RuntimeError):
