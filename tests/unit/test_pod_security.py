@@ -12,20 +12,7 @@ import pytest
 from headrace.api import names
 from headrace.render import manifests, security
 
-from .builders import spec
-
-
-def _attempt(**overrides: object) -> manifests.Attempt:
-    return manifests.Attempt(
-        app="clicks",
-        namespace="analytics",
-        app_uid="uid-1",
-        run=1,
-        attempt=1,
-        spec=spec(**overrides),
-        spec_hash="abc",
-        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
-    )
+from .builders import attempt as make_attempt
 
 
 def _pods(attempt: manifests.Attempt) -> dict[str, dict[str, Any]]:
@@ -55,7 +42,7 @@ USER_TEMPLATES = [
 
 @pytest.mark.parametrize("template", USER_TEMPLATES, ids=["plain", "template tries to loosen"])
 def test_driver_and_executor_meet_the_restricted_standard(template: dict[str, Any]) -> None:
-    attempt = _attempt(driver__podTemplate=template, executor__podTemplate=template)
+    attempt = make_attempt(driver__podTemplate=template, executor__podTemplate=template)
     for role, pod in _pods(attempt).items():
         pod_context = pod["spec"]["securityContext"]
         assert pod_context["runAsNonRoot"] is True, role
@@ -73,7 +60,7 @@ def test_driver_and_executor_meet_the_restricted_standard(template: dict[str, An
 
 
 def test_executors_have_their_own_account_without_a_token() -> None:
-    attempt = _attempt()
+    attempt = make_attempt()
     template = manifests.executor_pod_template(attempt)
     assert template["spec"]["automountServiceAccountToken"] is False
     conf = manifests.spark_conf(attempt)
@@ -88,13 +75,13 @@ def test_executors_have_their_own_account_without_a_token() -> None:
 
 
 def test_the_driver_role_grants_only_executor_pods_and_their_config_map() -> None:
-    (role,) = [obj for obj in manifests.rbac("clicks", "analytics", "uid-1", _attempt()) if obj["kind"] == "Role"]
+    (role,) = [obj for obj in manifests.rbac("clicks", "analytics", "uid-1", make_attempt()) if obj["kind"] == "Role"]
     resources = sorted(resource for rule in role["rules"] for resource in rule["resources"])
     assert resources == ["configmaps", "pods"]
 
 
 def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
-    attempt = _attempt()
+    attempt = make_attempt()
     conf = manifests.spark_conf(attempt)
     assert conf["spark.authenticate"] == "true"
     assert conf["spark.network.crypto.enabled"] == "true"
@@ -121,7 +108,7 @@ def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
 
 
 def test_network_policy_admits_the_app_and_the_operator_only() -> None:
-    attempt = _attempt()
+    attempt = make_attempt()
     (policy,) = [obj for obj in manifests.attempt_objects(attempt) if obj["kind"] == "NetworkPolicy"]
     own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: "clicks"}
     assert policy["spec"]["podSelector"] == {"matchLabels": own}

@@ -11,6 +11,7 @@ import yaml
 from headrace.core.validation import validate_spec
 from headrace.render import manifests
 
+from .builders import attempt as make_attempt
 from .builders import spec
 
 S3 = {
@@ -24,25 +25,12 @@ SECRET_REFS = {
 }
 
 
-def _attempt(**overrides: Any) -> manifests.Attempt:
-    return manifests.Attempt(
-        app="clicks",
-        namespace="analytics",
-        app_uid="uid-1",
-        run=1,
-        attempt=1,
-        spec=spec(**overrides),
-        spec_hash="abc",
-        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
-    )
-
-
 def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {item["name"]: item.get("valueFrom", item.get("value")) for item in container.get("env", [])}
 
 
 def test_s3_settings_become_s3a_conf_and_credentials_secret_refs_in_driver_and_executors() -> None:
-    attempt = _attempt(state__s3=S3)
+    attempt = make_attempt(state__s3=S3)
     conf = manifests.spark_conf(attempt)
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://s3.s3.svc:9000"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
@@ -57,17 +45,19 @@ def test_s3_settings_become_s3a_conf_and_credentials_secret_refs_in_driver_and_e
 
 
 def test_https_endpoint_keeps_tls_and_no_secret_leaves_the_default_chain() -> None:
-    conf = manifests.spark_conf(_attempt(state__s3={"endpoint": "https://minio.example:443", "region": "eu-west-1"}))
+    conf = manifests.spark_conf(
+        make_attempt(state__s3={"endpoint": "https://minio.example:443", "region": "eu-west-1"})
+    )
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
     assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"
     assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in conf
-    driver = manifests.driver_pod(_attempt(state__s3={"region": "eu-west-1"}))["spec"]["containers"][0]
+    driver = manifests.driver_pod(make_attempt(state__s3={"region": "eu-west-1"}))["spec"]["containers"][0]
     assert "AWS_ACCESS_KEY_ID" not in _env(driver)
 
 
 def test_without_s3_nothing_of_it_is_rendered() -> None:
-    attempt = _attempt()
+    attempt = make_attempt()
     assert not [key for key in manifests.spark_conf(attempt) if "s3a" in key]
     executor_env = manifests.executor_pod_template(attempt)["spec"]["containers"][0].get("env", [])
     assert not [item for item in executor_env if item["name"].startswith("AWS_")]
@@ -75,7 +65,7 @@ def test_without_s3_nothing_of_it_is_rendered() -> None:
 
 def test_no_secret_value_in_any_rendered_text() -> None:
     """Only the Secret's name and keys appear; the ConfigMap holds no credential key at all."""
-    attempt = _attempt(state__s3=S3)
+    attempt = make_attempt(state__s3=S3)
     config_map = yaml.safe_dump(manifests.config_map(attempt))
     assert "AWS_SECRET_ACCESS_KEY" in config_map  # executors' template references the Secret...
     assert "secretKeyRef" in config_map  # ...by reference only
