@@ -103,12 +103,24 @@ class ClickTopic:
         kafka.create_topic(bootstrap_servers, topic, 1, exist_ok=True)
 
     def resume(self) -> ClickTopic:
-        """Start numbering after the events already in the topic."""
-        from confluent_kafka import Consumer, TopicPartition
+        """Start numbering after the events already in the topic (made here, with one partition, if missing).
 
+        A topic the broker has just made answers "not leader" until its partition's leader is elected:
+        retriable errors are retried for up to a minute."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        kafka.create_topic(self.bootstrap_servers, self.topic, 1, exist_ok=True)
         consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "headrace-click-producer"})
+        deadline = time.monotonic() + 60
         try:
-            self.first = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)[1]
+            while True:
+                try:
+                    self.first = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=10)[1]
+                    break
+                except KafkaException as error:
+                    if not error.args[0].retriable() or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
         finally:
             consumer.close()
         return self

@@ -6,6 +6,7 @@ printed and checked with `kubectl auth can-i`."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ import yaml
 from kubernetes import client
 
 from headrace.api import names
-from testbed import build, scenario
+from headrace.api import runtime_contract as contract
+from testbed import build, images, scenario
 from testbed.controlplane import create_namespace, delete_namespace
 from testbed.scenario import OPERATOR_NAMESPACE
 
@@ -184,3 +186,103 @@ def test_permission_matrix(e2e: E2E, restricted_app: scenario.AppHandle) -> None
             check=False,
         )
         assert answer.stdout.strip() == "no", (verb, resource, answer.stdout, answer.stderr)
+
+
+# A pod of the namespace that is not part of the app: it tries the control endpoint without the token and
+# registers as an executor with Spark's own executor backend, without the app's Spark secret.
+FOREIGN_PROBE = r"""
+import json, os, socket, subprocess, urllib.error, urllib.request
+
+driver = os.environ["DRIVER"]
+
+
+def get(path, headers):
+    request = urllib.request.Request(f"http://{driver}:{os.environ['CONTROL_PORT']}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+result = {
+    "health": get(os.environ["HEALTH_PATH"], {}),
+    "status_without_token": get(os.environ["STATUS_PATH"], {}),
+    "status_with_a_guess": get(os.environ["STATUS_PATH"], {"Authorization": "Bearer guess"}),
+}
+with socket.create_connection((driver, int(os.environ["RPC_PORT"])), timeout=10):
+    result["rpc_reachable"] = True
+backend = [
+    os.path.join(os.environ["SPARK_HOME"], "bin", "spark-class"),
+    "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+    "--driver-url", f"spark://CoarseGrainedScheduler@{driver}:{os.environ['RPC_PORT']}",
+    "--executor-id", "rogue", "--hostname", os.environ["POD_IP"], "--cores", "1",
+    "--app-id", "rogue", "--resourceProfileId", "0",
+]
+try:
+    executor = subprocess.run(backend, capture_output=True, text=True, timeout=240)
+    result["executor_exit"] = executor.returncode
+    result["executor_output"] = (executor.stdout + executor.stderr)[-4000:]
+except subprocess.TimeoutExpired as timeout:
+    result["executor_exit"] = "timeout"
+    result["executor_output"] = str(timeout.output)[-4000:]
+print(json.dumps(result))
+"""
+
+
+def test_a_foreign_pod_cannot_call_the_control_endpoint_or_join_as_an_executor(
+    restricted_app: scenario.AppHandle,
+) -> None:
+    app = restricted_app
+    (driver,) = app.wait(lambda: app.running(names.ROLE_DRIVER), 300, "the driver pod to run")
+    app.wait(app.commits, 300, "the first committed batch")
+    container = {
+        "name": "probe",
+        "image": images.image_ref("spark"),
+        "imagePullPolicy": "Never",
+        "command": ["/opt/venv/bin/python", "-c", FOREIGN_PROBE],
+        "env": [
+            {"name": "DRIVER", "value": driver.status.pod_ip},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "CONTROL_PORT", "value": str(contract.DEFAULT_CONTROL_PORT)},
+            {"name": "RPC_PORT", "value": str(contract.DRIVER_PORT)},
+            {"name": "HEALTH_PATH", "value": contract.PATH_HEALTH},
+            {"name": "STATUS_PATH", "value": contract.PATH_STATUS},
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "runAsUser": 185,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "foreign-probe"},
+        "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [container]},
+    }
+    app.core.create_namespaced_pod(app.namespace, pod)  # type: ignore[arg-type]  # plain dicts work
+    try:
+        app.wait(
+            lambda: (
+                app.core.read_namespaced_pod("foreign-probe", app.namespace).status.phase in ("Succeeded", "Failed")
+            ),
+            360,
+            "the foreign probe to finish",
+        )
+        log = app.core.read_namespaced_pod_log("foreign-probe", app.namespace)
+    finally:
+        app.core.delete_namespaced_pod("foreign-probe", app.namespace, grace_period_seconds=0)
+    result = json.loads(log.strip().splitlines()[-1])
+    print(json.dumps({key: value for key, value in result.items() if key != "executor_output"}))
+    print(result["executor_output"][-1500:])
+    assert result["health"] == 200  # the endpoint is reachable: the refusals below are the token's doing
+    assert result["status_without_token"] in (401, 403)
+    assert result["status_with_a_guess"] in (401, 403)
+    assert result["rpc_reachable"] is True  # the driver's RPC port answers: the failure below is authentication
+    assert result["executor_exit"] not in (0, "timeout"), result["executor_output"][-1500:]
+    assert "Connection refused" not in result["executor_output"]
+    assert app.status().get("progress", {}).get("registeredExecutors", 1) <= 1

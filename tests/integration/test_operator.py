@@ -75,7 +75,7 @@ def test_deploy_creates_driver_service_configmap_rbac_with_owner_references(
     assert "pendingOperation" not in status
 
 
-def test_failed_driver_is_replaced_after_backoff_with_restart_bookkeeping(
+def test_failed_driver_is_replaced_with_restart_bookkeeping(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
     create_app(api, namespace, app_manifest("pay"))
@@ -91,9 +91,9 @@ def test_failed_driver_is_replaced_after_backoff_with_restart_bookkeeping(
         lambda: [pod for pod in live_driver_pods(api, namespace, "pay") if pod.metadata.name == "pay-r1-a2-driver"],
         what="second attempt",
     )[0]
-    waited = time.monotonic() - failed_at
-    print(f"failure -> replacement driver: {waited:.2f}s (backoff 1s)")
-    assert waited >= 1.0
+    # The first failure of a healthy run restarts at once (no backoff: the checkpoint is consistent);
+    # the backoff from the second failure in a row is the restart policy's table test (tests/unit/test_restarts.py).
+    print(f"failure -> replacement driver: {time.monotonic() - failed_at:.2f}s (no backoff the first time)")
     env = {item.name: item.value for item in second.spec.containers[0].env}
     assert env["HEADRACE_CHECKPOINT_DIR"].endswith("/pay/r1")  # same checkpoint
     assert env["HEADRACE_ATTEMPT"] == "2"
