@@ -74,6 +74,9 @@ class Environment:
             # The local cluster's example apps keep their data on a hostPath the tests share (scenario.py):
             # this cluster's admin allows it on top of the restricted volume types (docs/security.md).
             "--set", f"tenantPolicy.allowedVolumeTypes={{{','.join(DEV_VOLUME_TYPES)}}}",
+            # Tests and the quick start put apps in namespaces of their own, made as they go: this cluster
+            # watches them all (the chart's default is the release namespace only).
+            "--set", "clusterWide=true",
             *extra, "--wait", "--timeout", "5m",
         )  # fmt: skip
 

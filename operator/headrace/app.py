@@ -42,6 +42,7 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics) -> WorkQue
         metrics,
         _now,
         policy=settings.tenant_policy.policy(),
+        operator_namespace=settings.operator_namespace,
         savepoint_runner=savepoints.submit,  # a savepoint call never holds a reconcile worker
     )
 

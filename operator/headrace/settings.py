@@ -10,6 +10,7 @@
 | HEADRACE_LEADER_ELECTION | false (chart: true) | act only while holding a Lease, so several replicas are safe |
 | HEADRACE_LEADER_ELECTION_NAMESPACE | $POD_NAMESPACE | namespace of the Lease |
 | HEADRACE_LEADER_ELECTION_LEASE | headrace | name of the Lease (chart: the release's full name) |
+| POD_NAMESPACE | (none) | the operator's namespace (chart: downward API); NetworkPolicies admit it from there |
 | POD_NAME | (hostname_pid) | this replica's identity in the Lease (chart: downward API) |
 | HEADRACE_LEASE_DURATION_SECONDS | 15 | a standby takes over a Lease not renewed for this long |
 | HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
@@ -76,6 +77,7 @@ class OperatorSettings(BaseModel):
     renew_deadline_seconds: float = Field(default=10.0, gt=0)
     retry_seconds: float = Field(default=2.0, gt=0)
     tenant_policy: TenantPolicySettings = Field(default_factory=TenantPolicySettings)
+    operator_namespace: str | None = None
 
     @model_validator(mode="after")
     def _election_is_consistent(self) -> OperatorSettings:
@@ -104,6 +106,7 @@ class OperatorSettings(BaseModel):
             "lease_seconds": environ.get("HEADRACE_LEASE_DURATION_SECONDS", 15),
             "renew_deadline_seconds": environ.get("HEADRACE_RENEW_DEADLINE_SECONDS", 10),
             "retry_seconds": environ.get("HEADRACE_RETRY_PERIOD_SECONDS", 2),
+            "operator_namespace": environ.get("POD_NAMESPACE") or None,
             "tenant_policy": _json("HEADRACE_TENANT_POLICY", environ.get("HEADRACE_TENANT_POLICY") or "{}"),
         }
         return cls.model_validate(raw)

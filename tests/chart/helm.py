@@ -91,6 +91,7 @@ def sample_attempt(namespace: str = "analytics") -> Attempt:
         spec=spec,
         spec_hash="0123456789ab",
         checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
+        operator_namespace="headrace-system",
     )
 
 

@@ -76,12 +76,13 @@ def _crd_manifests() -> list[dict[str, Any]]:
     return [yaml.safe_load(path.read_text()) for path in sorted((CHART / "crds").glob("*.yaml"))]
 
 
-@pytest.mark.parametrize("mode", ["cluster-wide", "watched namespaces", "optional objects"])
+@pytest.mark.parametrize("mode", ["release namespace", "cluster-wide", "watched namespaces", "optional objects"])
 def test_every_rendered_manifest_passes_a_server_side_dry_run(
     mode: str, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
 ) -> None:
     values: dict[str, Any] = {
-        "cluster-wide": {},
+        "release namespace": {},
+        "cluster-wide": {"clusterWide": True},
         "watched namespaces": {"watchNamespaces": watched, "leaderElection": {"enabled": False}},
         "optional objects": OPTIONAL_OBJECTS,
     }[mode]
@@ -216,7 +217,7 @@ NEVER = {
 
 
 def test_cluster_wide_rbac_covers_the_operator(kube_api: ApiClient, namespace: str, tmp_path: Path) -> None:
-    manifests = render(tmp_path, {}, release=_release(), namespace=namespace)
+    manifests = render(tmp_path, {"clusterWide": True}, release=_release(), namespace=namespace)
     with InstalledRbac(kube_api, manifests) as rbac:
         needs = namespaced_needs()
         assert Need("", "pods", "create") in needs

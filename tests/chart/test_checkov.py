@@ -52,6 +52,7 @@ def _render_everything(target: Path) -> None:
             spec=spec,
             spec_hash="0123456789ab",
             checkpoint_dir=f"{spec.state.checkpointDir}/apps/{name}/r1",
+            operator_namespace="headrace-system",
         )
         executor = copy.deepcopy(manifests.executor_pod_template(attempt))  # as Spark creates it: named, with the image
         executor["metadata"].update({"name": f"{name}-exec-1", "namespace": "apps"})

@@ -43,6 +43,7 @@ def _attempt(namespace: str) -> manifests.Attempt:
         spec=spec,
         spec_hash="0123456789ab",
         checkpoint_dir="file:///var/lib/headrace/state/r1",
+        operator_namespace="headrace-system",
     )
 
 

@@ -5,6 +5,7 @@ PodSecurity admission judge the same pods.)"""
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 
 import pytest
@@ -108,16 +109,31 @@ def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
 
 
 def test_network_policy_admits_the_app_and_the_operator_only() -> None:
-    attempt = make_attempt()
+    attempt = dataclasses.replace(make_attempt(), operator_namespace="headrace-system")
     (policy,) = [obj for obj in manifests.attempt_objects(attempt) if obj["kind"] == "NetworkPolicy"]
     own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: "clicks"}
     assert policy["spec"]["podSelector"] == {"matchLabels": own}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     same_app, operator = policy["spec"]["ingress"]
     assert same_app == {"from": [{"podSelector": {"matchLabels": own}}]}  # this namespace, this app, every port
-    assert operator["from"][0]["podSelector"]["matchLabels"] == security.OPERATOR_POD_LABELS
+    # The operator's pods in the operator's namespace only (the API server labels every namespace with its name):
+    # a tenant's pod wearing the operator's labels in another namespace is not admitted.
+    assert operator["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "headrace-system"}},
+            "podSelector": {"matchLabels": security.OPERATOR_POD_LABELS},
+        }
+    ]
     assert sorted(port["port"] for port in operator["ports"]) == [4048, 9464]  # control and metrics, not Spark's
     # Both the driver's and the executors' labels match the policy's selector.
     for pod in _pods(attempt).values():
         assert own.items() <= pod["metadata"]["labels"].items()
     assert policy["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+def test_network_policy_without_the_operator_namespace_admits_only_the_app() -> None:
+    """An operator that does not know its namespace (run outside the cluster) renders no operator peer: an
+    empty namespaceSelector would admit pods with the operator's labels from every namespace."""
+    (policy,) = [obj for obj in manifests.attempt_objects(make_attempt()) if obj["kind"] == "NetworkPolicy"]
+    own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: "clicks"}
+    assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": own}}]}]

@@ -285,6 +285,8 @@ def test_the_operator_reads_the_policy_the_chart_sets() -> None:
         allowed_volume_types=frozenset({"hostPath"}), service_accounts=frozenset({"spark"}), allow_run_as_root=True
     )
     assert OperatorSettings.from_environ({}).tenant_policy.policy() == DEFAULT_POLICY
+    assert OperatorSettings.from_environ({}).operator_namespace is None
+    assert OperatorSettings.from_environ({"POD_NAMESPACE": "headrace-system"}).operator_namespace == "headrace-system"
     with pytest.raises(ValueError, match="HEADRACE_TENANT_POLICY is not JSON"):
         OperatorSettings.from_environ({"HEADRACE_TENANT_POLICY": "{allowRunAsRoot"})
     with pytest.raises(ValueError, match="allowPrivilged"):  # a misspelt setting is named, not ignored

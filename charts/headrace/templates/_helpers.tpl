@@ -31,6 +31,22 @@ app.kubernetes.io/component: operator
 {{- default (include "headrace.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/*
+The namespaces the operator watches, comma-separated: empty in cluster-wide mode (every namespace),
+else `watchNamespaces`, else the release namespace alone.
+*/}}
+{{- define "headrace.watchedNamespaces" -}}
+{{- if .Values.clusterWide -}}
+{{- if .Values.watchNamespaces -}}
+{{- fail "clusterWide=true watches every namespace: leave watchNamespaces empty (or set clusterWide=false to watch only those)" -}}
+{{- end -}}
+{{- else if .Values.watchNamespaces -}}
+{{- join "," .Values.watchNamespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Whether the cluster serves the Prometheus Operator's API (ServiceMonitor, PodMonitor). */}}
 {{- define "headrace.hasPrometheusOperator" -}}
 {{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
@@ -39,7 +55,9 @@ app.kubernetes.io/component: operator
 {{/*
 Rules the operator needs in every namespace it manages, call by call (operator/headrace/adapters/kube.py
 and kopf's watches). The operator creates a Role for each app's driver (pods and configmaps: see
-render/manifests.py), and Kubernetes lets it grant only what it holds, so those verbs appear here too. tests/chart checks both against the code.
+render/manifests.py), and Kubernetes lets it grant only what it holds, so those verbs appear here too.
+No wildcard, no escalate, bind or impersonate: tests/chart checks that these rules are exactly what the
+code needs (no more), and the real API server's authorizer that they suffice.
 */}}
 {{- define "headrace.namespacedRules" -}}
 - apiGroups: [headrace.dev]
@@ -47,15 +65,21 @@ render/manifests.py), and Kubernetes lets it grant only what it holds, so those 
   verbs: [get, list, watch]
 - apiGroups: [headrace.dev]
   resources: [streamingsavepoints]
-  verbs: [get, list, watch, create, delete]
+  verbs: [list, watch, create, delete]
 - apiGroups: [headrace.dev]
-  resources: [streamingapps/status, streamingsavepoints/status]
-  verbs: [get, update, patch]
+  resources: [streamingapps/status]
+  verbs: [update, patch]
+- apiGroups: [headrace.dev]
+  resources: [streamingsavepoints/status]
+  verbs: [patch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [create, get, list, watch, delete, deletecollection, patch]
 - apiGroups: [""]
-  resources: [services, configmaps]
+  resources: [services]
+  verbs: [create, list, delete]
+- apiGroups: [""]
+  resources: [configmaps]
   verbs: [create, get, list, delete]
 - apiGroups: [""]
   resources: [secrets]

@@ -59,6 +59,7 @@ class Reconciler:
         clock: Callable[[], datetime],
         policy: TenantPolicy = DEFAULT_POLICY,
         *,
+        operator_namespace: str | None = None,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
@@ -66,6 +67,7 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
+        self.operator_namespace = operator_namespace  # the operator pod's namespace (settings: POD_NAMESPACE)
         # Savepoint calls (minutes while the driver copies) run here, not on a reconcile worker; default: inline.
         self._run_savepoint = savepoint_runner or (lambda call: call())
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
@@ -310,6 +312,7 @@ class Reconciler:
             restore_from=action.restore_from,
             allow_repartition=action.allow_repartition,
             expected_commits=action.expected_commits,
+            operator_namespace=self.operator_namespace,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

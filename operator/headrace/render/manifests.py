@@ -46,6 +46,7 @@ class Attempt:
     restore_from: str | None = None
     allow_repartition: bool = False
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
+    operator_namespace: str | None = None  # where the operator's pods run (the NetworkPolicy admits them there)
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:
@@ -392,7 +393,7 @@ def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
-        security.network_policy(attempt.app, network, _ports()),
+        security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
         config_map(attempt),
         driver_service(attempt),
         driver_pod(attempt),

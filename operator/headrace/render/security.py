@@ -118,30 +118,32 @@ def executor_service_account(app: str, attempt_metadata: dict[str, Any]) -> dict
     }
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "headrace", "app.kubernetes.io/component": "operator"}  # the chart's
 
 
-def network_policy(app: str, metadata: dict[str, Any], ports: list[dict[str, Any]]) -> dict[str, Any]:
+def network_policy(
+    app: str, metadata: dict[str, Any], ports: list[dict[str, Any]], operator_namespace: str | None
+) -> dict[str, Any]:
     """Ingress to the app's pods: from the app's own pods (driver and executors, every port), and from the
-    operator's pods (the chart's labels, any namespace) to the control and metrics ports. Spark's ports
-    are closed to everything else; the control endpoint also needs the app's token."""
+    operator's pods (the chart's labels, in the operator's own namespace only) to the control and metrics
+    ports. Spark's ports are closed to everything else; the control endpoint also needs the app's token.
+    With no operator namespace (an operator run outside the cluster, which no enforced policy lets in
+    anyway) only the app's own pods are admitted: pods elsewhere wearing the operator's labels are not."""
     own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: app}
     operator_ports = [
         {"protocol": "TCP", "port": port["containerPort"]} for port in ports if port["name"] in {"control", "metrics"}
     ]
+    ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": own}}]}]
+    if operator_namespace:
+        operator = {
+            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: operator_namespace}},
+            "podSelector": {"matchLabels": OPERATOR_POD_LABELS},
+        }
+        ingress.append({"from": [operator], "ports": operator_ports})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": metadata,
-        "spec": {
-            "podSelector": {"matchLabels": own},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [{"podSelector": {"matchLabels": own}}]},
-                {
-                    "from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
-                    "ports": operator_ports,
-                },
-            ],
-        },
+        "spec": {"podSelector": {"matchLabels": own}, "policyTypes": ["Ingress"], "ingress": ingress},
     }

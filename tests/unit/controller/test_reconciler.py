@@ -96,6 +96,18 @@ def test_ensure_driver_creates_the_attempt_objects_after_its_secret() -> None:
     assert ("create Pod", "clicks-r1-a2-driver") in kube.calls
 
 
+def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None:
+    """The reconciler passes the namespace the operator runs in (settings: POD_NAMESPACE) to the renderer."""
+    kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
+    kube.apps[(NAMESPACE, APP)] = app_body()
+    reconciler = Reconciler(kube, driver, metrics, lambda: T0, operator_namespace="headrace-system")
+    action = EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
+    (peer,) = policy["spec"]["ingress"][1]["from"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "headrace-system"}}
+
+
 def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount() -> None:
     """The Secret holds only the token (as an older operator made it): the keys derived from it are added,
     the token kept, so the next driver's secretKeyRefs resolve; a complete Secret is left alone."""
