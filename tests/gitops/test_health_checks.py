@@ -83,6 +83,18 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "Progressing",
         "next attempt in 4s",
     ),
+    "restarting past the restart budget": (
+        app(
+            app_status(
+                "Restarting",
+                condition("Ready", "False", "DriverFailed", "exit code 1"),
+                condition("Progressing", "True", "Restarting", "next attempt at 2026-11-21T12:05:00Z (in 300s)"),
+                condition("Degraded", "True", "RestartsExhausted", "more than 10 failures within 30m"),
+            )
+        ),
+        "Degraded",
+        "more than 10 failures within 30m",
+    ),
     "savepointing": (app(app_status("Savepointing", READY)), "Progressing", "phase Savepointing"),
     "rescaling": (app(app_status("Rescaling", READY)), "Progressing", "phase Rescaling"),
     "failed": (
@@ -194,7 +206,7 @@ SPEC = StreamingAppSpec.model_validate(
         "image": "localhost/headrace/spark:0.1.0",
         "application": {"file": "local:///opt/app.py"},
         "state": {"checkpointDir": "s3a://bucket/checkpoints"},
-        "restartPolicy": {"maxRestartsInWindow": 1},
+        "restartPolicy": {"maxRestartsInWindow": 1, "whenExhausted": "Fail"},
     }
 )
 

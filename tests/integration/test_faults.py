@@ -5,6 +5,7 @@ No kubelet runs here: the tests report pod phases themselves, as a kubelet would
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from .kube import (
     live_driver_pods,
     patch_spec,
     savepoints,
+    set_pod_failed,
     set_pod_running,
     wait_for,
     watching,
@@ -180,7 +182,11 @@ def test_refused_driver_is_reported_and_retried_a_bounded_number_of_times(
     manifest = app_manifest(
         "denied",
         image=FORBIDDEN_IMAGE,
-        restartPolicy={"backoff": {"initialSeconds": 0.5, "maxSeconds": 1}, "maxRestartsInWindow": 2},
+        restartPolicy={
+            "backoff": {"initialSeconds": 0.5, "maxSeconds": 1},
+            "maxRestartsInWindow": 2,
+            "whenExhausted": "Fail",
+        },
     )
     created = time.monotonic()
     create_app(api, namespace, manifest)
@@ -319,3 +325,49 @@ def test_a_long_savepoint_does_not_hold_a_reconcile_worker(
         )
         print(f"savepoint recorded {time.monotonic() - asked:.1f}s after it began")
         assert len(done) == 1
+
+
+STORAGE_DOWN = json.dumps(
+    {"reason": "QueryFailed", "message": "java.net.ConnectException: s3.s3.svc:9000 failed: Connection refused"}
+)
+
+
+def test_storage_outage_longer_than_the_restart_budget_recovers_when_storage_returns(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """Issue 13, finding 7: drivers that fail while object storage is down, more often than maxRestartsInWindow
+    allows, used to leave the app Failed for good; now the restarts slow to backoff.maxSeconds and the first
+    driver after the outage runs."""
+    budget, failures = 2, 5
+    policy = {"backoff": {"initialSeconds": 0.2, "maxSeconds": 1}, "maxRestartsInWindow": budget, "healthyAfter": "2s"}
+    create_app(api, namespace, app_manifest("outage", restartPolicy=policy))
+    outage = time.monotonic()
+    for attempt in range(1, failures + 1):
+        name = f"outage-r1-a{attempt}-driver"
+        wait_for(lambda name=name: [p for p in live_driver_pods(api, namespace, "outage") if p.metadata.name == name])
+        set_pod_failed(api, namespace, name, 1, STORAGE_DOWN)
+        if attempt == budget + 1:
+            slowed = wait_for(
+                lambda: (s := _status(api, namespace, "outage")).get("restarts", {}).get("total") == budget + 1 and s,
+                what="the failure past the budget recorded",
+            )
+            assert slowed["phase"] == "Restarting", slowed
+            degraded = condition({"status": slowed}, "Degraded")
+            assert degraded["reason"] == "RestartsExhausted"
+            assert f"more than {budget} failures" in degraded["message"]
+            assert f"next attempt at {slowed['restarts']['nextRetryAt']}" in degraded["message"]
+            assert "Connection refused" in degraded["message"]
+    # storage is back: the next attempt runs
+    name = f"outage-r1-a{failures + 1}-driver"
+    wait_for(lambda: [p for p in live_driver_pods(api, namespace, "outage") if p.metadata.name == name], what=name)
+    set_pod_running(api, namespace, name)
+    running = wait_for(lambda: (s := _status(api, namespace, "outage")).get("phase") == "Running" and s, what="Running")
+    print(f"{failures} failures (budget {budget}) -> Running again: {time.monotonic() - outage:.2f}s")
+    assert condition({"status": running}, "Ready")["status"] == "True"
+    assert running["restarts"]["total"] == failures
+    healthy = wait_for(
+        lambda: (condition(get_app(api, namespace, "outage"), "Degraded") or {}).get("reason") == "Healthy",
+        what="Degraded False after healthyAfter",
+    )
+    assert healthy
+    assert {"RestartsExhausted", "DriverFailed"} <= {event.reason for event in events_for(api, namespace, "outage")}

@@ -111,9 +111,16 @@ def test_failed_driver_is_replaced_with_restart_bookkeeping(
     ] == ["pay-r1-a2-conf"]
 
 
-def test_too_many_failures_end_in_failed_phase(operator: OperatorProcess, api: ApiClient, namespace: str) -> None:
+def test_too_many_failures_end_in_failed_phase_when_the_policy_says_so(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
     manifest = app_manifest(
-        "flaky", restartPolicy={"backoff": {"initialSeconds": 0.2, "maxSeconds": 1}, "maxRestartsInWindow": 2}
+        "flaky",
+        restartPolicy={
+            "backoff": {"initialSeconds": 0.2, "maxSeconds": 1},
+            "maxRestartsInWindow": 2,
+            "whenExhausted": "Fail",
+        },
     )
     create_app(api, namespace, manifest)
     for attempt in (1, 2, 3):

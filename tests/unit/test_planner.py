@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from headrace.api.models import SavepointRef, StreamingAppStatus
+from headrace.api.models import SavepointRef, StreamingAppSpec, StreamingAppStatus
 from headrace.core.observation import Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
 from headrace.core.planner import decide
+from headrace.core.timefmt import format_time
 
 from .builders import READY, T0, later, pod, seen, spec, view
 
@@ -109,27 +110,57 @@ def test_second_failure_waits_for_backoff_then_fences_then_creates_next_attempt(
     assert isinstance(action, EnsureDriver) and action.attempt == 3
 
 
-def test_backoff_grows_and_failed_after_too_many_failures_in_window() -> None:
-    status = running_app()
-    delays = []
+def _fail_repeatedly(app_spec: StreamingAppSpec, failures: int) -> tuple[Plan, list[float | None]]:
+    """Fail `failures` attempts in a row, each right after the backoff; the last plan and the delays seen."""
+    status = step(step(None, app_spec=app_spec).status, seen(pod()), later(1), app_spec=app_spec).status
+    delays: list[float | None] = []
     now = 10.0
-    for attempt in range(1, 5):
+    for attempt in range(1, failures + 1):
         failed = pod(attempt=attempt, phase="Failed", exit_code=1, reason="Error")
-        plan = step(status, seen(failed), later(now))
+        plan = step(status, seen(failed), later(now), app_spec=app_spec)
         if plan.status.phase == "Failed":
             break
         delays.append(plan.requeue_after)
         now += plan.requeue_after or 0
-        plan = step(plan.status, seen(), later(now))  # backoff elapsed, old pod gone
-        plan = step(plan.status, seen(), later(now))  # create
-        status = step(plan.status, seen(pod(attempt=attempt + 1, running_since=later(now))), later(now + 1)).status
+        after = step(plan.status, seen(), later(now), app_spec=app_spec)  # backoff elapsed, old pod gone
+        after = step(after.status, seen(), later(now), app_spec=app_spec)  # create
+        running = seen(pod(attempt=attempt + 1, running_since=later(now)))
+        status = step(after.status, running, later(now + 1), app_spec=app_spec).status
         now += 1
+    return plan, delays
+
+
+def test_backoff_grows_and_failed_after_too_many_failures_with_when_exhausted_fail() -> None:
+    plan, delays = _fail_repeatedly(spec(restartPolicy__whenExhausted="Fail"), 4)
     assert delays == [0, 2, 4]
     assert plan.status.phase == "Failed"
     assert plan.status.pendingOperation is None
-    assert "more than 3 failures" in (plan.status.restarts.lastFailureMessage or "") or any(
-        "more than 3 failures" in event.message for event in plan.events
-    )
+    messages = [event.message for event in plan.events]
+    assert any("more than 3 failures" in message and "whenExhausted Fail" in message for message in messages)
+
+
+def test_too_many_failures_keep_retrying_at_the_backoff_cap_by_default() -> None:
+    """Issue 13, finding 7: an outage longer than the restart budget (object storage down) never ends in a
+    permanent Failed unless the policy asks for it; past the budget the app retries every backoff.maxSeconds
+    and says why and when."""
+    plan, delays = _fail_repeatedly(spec(), 6)
+    assert delays == [0, 2, 4, 30, 30, 30]  # 4th failure: over maxRestartsInWindow 3, at the 30 s cap
+    assert plan.status.phase == "Restarting"
+    assert plan.status.pendingOperation is not None and plan.status.pendingOperation.kind == "Restart"
+    assert plan.status.restarts.nextRetryAt == format_time(later(81 + 30))  # the 6th failure at 81 s
+    degraded = next(item for item in plan.status.conditions if item.type == "Degraded")
+    assert degraded.reason == "RestartsExhausted"
+    assert "more than 3 failures within 30m" in degraded.message
+    assert f"next attempt at {plan.status.restarts.nextRetryAt}" in degraded.message
+    assert "RestartsExhausted" in {event.reason for event in plan.events}
+    # the outage ends: the next driver runs, and after healthyAfter the app is healthy again
+    status = plan.status
+    recovered = step(status, seen(), later(200))
+    assert kinds(recovered) == ["EnsureDriver"]
+    attempt = recovered.status.run.attempt if recovered.status.run else 0
+    healthy = step(recovered.status, seen(pod(attempt=attempt, running_since=later(201))), later(400))
+    assert healthy.status.phase == "Running" and healthy.status.restarts.consecutive == 0
+    assert next(item for item in healthy.status.conditions if item.type == "Degraded").status == "False"
 
 
 def test_healthy_driver_resets_backoff() -> None:

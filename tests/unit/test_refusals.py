@@ -55,13 +55,14 @@ def test_refused_upgrade_keeps_the_running_driver_and_says_why() -> None:
 
 
 def test_refused_first_driver_is_a_counted_failure_with_backoff_then_failed() -> None:
-    plan = step(None)
+    failing = spec(restartPolicy__whenExhausted="Fail")
+    plan = step(None, app_spec=failing)
     status = plan.status
     now = T0
     reasons = []
     for attempt in range(1, 5):
         refusal = Refusal(1, attempt, f"Pod clicks-r1-a{attempt}-driver", "pods is forbidden: quota exceeded")
-        refused = step(status, replace(seen(), refused=refusal), now)
+        refused = step(status, replace(seen(), refused=refusal), now, app_spec=failing)
         status = refused.status
         reasons.append(status.phase)
         assert status.error is not None and "quota exceeded" in status.error
@@ -69,13 +70,13 @@ def test_refused_first_driver_is_a_counted_failure_with_backoff_then_failed() ->
         if status.phase == "Failed":
             break
         assert status.pendingOperation is not None and status.pendingOperation.kind == "Restart"
-        kept = step(status, seen(), now)  # during the backoff the error stays
+        kept = step(status, seen(), now, app_spec=failing)  # during the backoff the error stays
         assert kept.status.error == status.error and kept.actions == ()
         now = later((attempt + 1) * 100)
-        status = step(status, seen(), now).status  # next attempt recorded
+        status = step(status, seen(), now, app_spec=failing).status  # next attempt recorded
         assert status.run is not None and status.run.attempt == attempt + 1
-    assert reasons == ["Restarting", "Restarting", "Restarting", "Failed"]  # maxRestartsInWindow 3
-    settled = step(status, seen(), later(1000))
+    assert reasons == ["Restarting", "Restarting", "Restarting", "Failed"]  # maxRestartsInWindow 3, whenExhausted Fail
+    settled = step(status, seen(), later(1000), app_spec=failing)
     assert settled.status.error == status.error and settled.actions == ()  # a Failed app keeps saying why
 
 

@@ -5,7 +5,8 @@
 --   Progressing the operator has not observed the latest generation yet, or phase Deploying,
 --               Upgrading, Restarting, Savepointing, Rescaling (or Running while not Ready yet)
 --   Degraded    phase Failed or RolledBack, or Degraded True with a reason saying the desired spec is
---               not applied: InvalidSpec, UpgradeRefused, UpgradeNotRetried, RestoreSourceMissing
+--               not applied: InvalidSpec, UpgradeRefused, UpgradeNotRetried, RestoreSourceMissing,
+--               or that restarts exceeded their budget and slowed down: RestartsExhausted
 --   Suspended   phase Suspended
 local hs = {}
 
@@ -14,6 +15,7 @@ local PROGRESSING_PHASES = {
 }
 local REFUSED_SPEC_REASONS = {
   InvalidSpec = true, UpgradeRefused = true, UpgradeNotRetried = true, RestoreSourceMissing = true,
+  RestartsExhausted = true,
 }
 
 local function find_condition(status, condition_type)

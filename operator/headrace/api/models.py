@@ -237,15 +237,33 @@ class RestartPolicy(Model):
 
     type: Annotated[
         Literal["Always", "OnFailure", "Never"],
-        Field(description="Always: restart after any exit; OnFailure: only after a failure; Never: go Failed."),
+        Field(
+            description="Always: restart after any exit; OnFailure: only after a failure; Never: go Failed at "
+            "the first failure."
+        ),
         change(ChangeKind.IGNORE),
     ] = "Always"
     backoff: Annotated[Backoff, change(ChangeKind.IGNORE)] = Field(default_factory=Backoff)
     maxRestartsInWindow: Annotated[
         int,
-        Field(ge=0, le=10000, description="Restarts allowed within `window` before Failed."),
+        Field(
+            ge=0,
+            le=10000,
+            description="Failures allowed within `window`; beyond them the restarts slow to one every "
+            "backoff.maxSeconds (or the app goes Failed with whenExhausted Fail).",
+        ),
         change(ChangeKind.IGNORE),
     ] = 10
+    whenExhausted: Annotated[
+        Literal["KeepRetrying", "Fail"],
+        Field(
+            description="What more than maxRestartsInWindow failures within window do. KeepRetrying: restart "
+            "every backoff.maxSeconds until a driver runs again (Degraded RestartsExhausted and "
+            "status.restarts.nextRetryAt say why and when), so an app recovers by itself once an outage "
+            "(object storage, Kafka) ends. Fail: the app goes Failed until its spec changes."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = "KeepRetrying"
     window: Annotated[
         Duration, Field(description="The sliding window for maxRestartsInWindow."), change(ChangeKind.IGNORE)
     ] = "30m"

@@ -44,7 +44,7 @@ from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
 from headrace.core.plan import DeletePod, Plan, RescaleInPlace
-from headrace.core.restarts import healthy_reset, record_failure, recovery_summary
+from headrace.core.restarts import exhausted_why, healthy_reset, record_failure, recovery_summary
 from headrace.core.timefmt import format_time, parse_time
 from headrace.core.validation import validate_spec
 
@@ -382,20 +382,15 @@ def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
 
 def _failure(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, reason: str, message: str) -> None:
     """Count a failure, then restart after the backoff (or roll back), or give up."""
-    restarts, allowed = record_failure(
-        builder.status.restarts, spec.restartPolicy, reason=reason, message=message, now=builder.now
-    )
+    policy = spec.restartPolicy
+    restarts, verdict = record_failure(builder.status.restarts, policy, reason=reason, message=message, now=builder.now)
     builder.status.restarts = restarts
     if pod is not None and not pod.terminated and not pod.deleting:
         builder.actions.append(DeletePod(name=pod.name, reason=reason))
     rollback = _rollback_target(builder, spec)
-    if not allowed and rollback is None:
-        limit = spec.restartPolicy.maxRestartsInWindow
-        why = (
-            "restartPolicy is Never"
-            if spec.restartPolicy.type == "Never"
-            else f"more than {limit} failures within {spec.restartPolicy.window}"
-        )
+    if verdict == "give-up" and rollback is None:
+        never = policy.type == "Never"
+        why = "restartPolicy.type is Never" if never else f"{exhausted_why(policy)}, whenExhausted Fail"
         _terminal_failure(builder, reason, f"{message}; not restarting: {why}")
         return
     delay = (parse_time(restarts.nextRetryAt or format_time(builder.now)) - builder.now).total_seconds()
@@ -412,11 +407,20 @@ def _failure(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, re
     builder.status.pendingOperation = PendingOperation(
         kind="Restart", step="Backoff", startedAt=format_time(builder.now), detail=detail
     )
-    builder.event("DriverFailed", f"{message}; restarting from the latest checkpoint in {delay:g}s", warning=True)
+    next_try = f"next attempt at {builder.status.restarts.nextRetryAt} (in {delay:g}s)"
     builder.phase("Restarting", f"restarting after {reason}", warning=True)
     builder.condition("Ready", "False", reason, message)
-    builder.condition("Progressing", "True", "Restarting", f"next attempt in {delay:g}s")
-    builder.condition("Degraded", "True", reason, message)
+    builder.condition("Progressing", "True", "Restarting", next_try)
+    if verdict == "exhausted" and rollback is None:
+        slowed = (
+            f"{exhausted_why(policy)}: restarting every {policy.backoff.maxSeconds:g}s (backoff.maxSeconds) until a "
+            f"driver runs for {policy.healthyAfter}; {next_try}; last failure: {reason}: {message}"
+        )
+        builder.event("RestartsExhausted", slowed, warning=True)
+        builder.condition("Degraded", "True", "RestartsExhausted", slowed)
+    else:
+        builder.event("DriverFailed", f"{message}; restarting from the latest checkpoint in {delay:g}s", warning=True)
+        builder.condition("Degraded", "True", reason, message)
     builder.requeue(delay)
 
 

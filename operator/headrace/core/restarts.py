@@ -1,4 +1,5 @@
-"""The restart policy: exponential backoff (none before the first restart), the failure window and the healthy reset.
+"""The restart policy: exponential backoff (none before the first restart), the failure window (beyond its budget:
+slower restarts, or Failed when the policy says so) and the healthy reset.
 
 Never: I/O or the clock (every function takes `now`).
 """
@@ -6,6 +7,7 @@ Never: I/O or the clock (every function takes `now`).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Literal
 
 from headrace.api.models import Backoff, RestartPolicy, RestartStatus, StreamingAppStatus
 from headrace.core.durations import parse_duration
@@ -30,26 +32,41 @@ def backoff_seconds(consecutive_failures: int, backoff: Backoff, *, ran: bool = 
     return float(min(backoff.initialSeconds * (2**exponent), backoff.maxSeconds))
 
 
+Verdict = Literal["restart", "exhausted", "give-up"]
+"""After a failure: restart after the backoff; restart after backoff.maxSeconds because more than
+maxRestartsInWindow failures fell within the window (whenExhausted KeepRetrying); or go Failed
+(restartPolicy type Never, or whenExhausted Fail)."""
+
+
 def record_failure(
     restarts: RestartStatus, policy: RestartPolicy, *, reason: str, message: str, now: datetime
-) -> tuple[RestartStatus, bool]:
-    """Bookkeeping after a driver failure; the flag says whether another restart is allowed."""
+) -> tuple[RestartStatus, Verdict]:
+    """Bookkeeping after a driver failure, and what follows it (see `Verdict`)."""
     window_start = now - timedelta(seconds=parse_duration(policy.window))
     recent = [time for time in restarts.failureTimes if parse_time(time) >= window_start]
     recent.append(format_time(now))
     consecutive = restarts.consecutive + 1
-    allowed = policy.type != "Never" and len(recent) <= policy.maxRestartsInWindow
+    verdict: Verdict = "restart"
     delay = backoff_seconds(consecutive, policy.backoff, ran=reason not in NEVER_RAN_REASONS)
-    retry_at = now + timedelta(seconds=delay)
+    if policy.type == "Never":
+        verdict = "give-up"
+    elif len(recent) > policy.maxRestartsInWindow:
+        verdict = "give-up" if policy.whenExhausted == "Fail" else "exhausted"
+        delay = max(delay, policy.backoff.maxSeconds)
     updated = RestartStatus(
         total=restarts.total + 1,
         consecutive=consecutive,
         failureTimes=recent,
         lastFailureReason=reason,
         lastFailureMessage=message,
-        nextRetryAt=format_time(retry_at) if allowed else None,
+        nextRetryAt=format_time(now + timedelta(seconds=delay)) if verdict != "give-up" else None,
     )
-    return updated, allowed
+    return updated, verdict
+
+
+def exhausted_why(policy: RestartPolicy) -> str:
+    """Why restarts slowed down or stopped, naming the fields that set it."""
+    return f"more than {policy.maxRestartsInWindow} failures within {policy.window} (restartPolicy.maxRestartsInWindow)"
 
 
 def healthy_reset(
