@@ -35,6 +35,6 @@ down: setup
 	$(UV) run python -m testbed cluster down
 
 bench: setup
-	$(UV) run python bench/operator_scale.py
-	$(UV) run python bench/runtime_overhead.py
-	$(UV) run python bench/lifecycle.py
+	PYTHONPATH=. $(UV) run python bench/operator_scale.py
+	PYTHONPATH=. $(UV) run python bench/runtime_overhead.py
+	PYTHONPATH=. $(UV) run python bench/lifecycle.py

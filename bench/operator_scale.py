@@ -4,7 +4,9 @@ Prints, for each N: p50/p99/max latency from the app's create call returning to 
 seen through a watch, the operator's CPU seconds and peak RSS over the run, and the baseline RSS of
 the idle operator measured in the same run; then the API requests per app, by verb and resource, that
 the API server counted (its `apiserver_request_total`) for the kinds only the operator writes or reads
-this way. Run: `uv run python bench/operator_scale.py [N ...]`.
+this way. Run: `uv run python bench/operator_scale.py [N ...]`. With `--running N ... [--storm S]` and
+`--peer N`, the scenarios with Running pods on simulated nodes, the restart storm, and the Kubeflow Spark
+operator beside Headrace run first (see bench/scale_running.py).
 """
 
 from __future__ import annotations
@@ -173,15 +175,25 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
 def main() -> None:
     """Run the benchmark for each N and print one line per N."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("counts", nargs="*", type=int, default=[100, 500])
+    parser.add_argument("counts", nargs="*", type=int, help="apps per round, no nodes (default: 100 500)")
+    parser.add_argument("--running", nargs="*", type=int, default=[], help="apps per round on KWOK nodes")
+    parser.add_argument("--storm", type=int, default=200, help="Running drivers deleted at once in each such round")
+    parser.add_argument("--peer", type=int, default=0, help="apps for Headrace beside the Kubeflow Spark operator")
     args = parser.parse_args()
+    counts = args.counts or ([] if args.running or args.peer else [100, 500])
     ensure_control_plane_binaries()
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp:
         workdir = Path(temp)
+        if args.running or args.peer:
+            import scale_running  # imports this module: its scenarios reuse the manifest
+
+            scale_running.run(args.running, args.storm, args.peer, workdir / "running")
+        if not counts:
+            return
         with ControlPlane(workdir / "plane") as plane:
             with plane.api_client() as api:
                 install_crds(api)
-            for count in args.counts:
+            for count in counts:
                 result = measure(plane, count, workdir)
                 print(
                     f"N={result['apps']:.0f}: create->driver pod p50 {result['p50_s']:.2f}s p99 {result['p99_s']:.2f}s "

@@ -8,7 +8,9 @@ Never: starts anything, or writes inside the repository.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,6 +165,72 @@ def ensure_helm() -> Path:
     return target
 
 
+def go_module_dir(module: str, version: str, expected_sum: str) -> Path:
+    """The source directory of `module@version` in the Go module cache, downloaded through the proxy if
+    missing; raises if the module's checksum (``h1:...``, as go.sum writes it) is not `expected_sum`."""
+    workdir = cache_root() / "src"
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = ["go", "mod", "download", "-json", f"{module}@{version}"]
+    env = {**_go_env(workdir), "GOFLAGS": ""}
+    answer = json.loads(subprocess.run(command, cwd=workdir, env=env, check=True, capture_output=True).stdout)
+    if answer.get("Sum") != expected_sum:
+        raise RuntimeError(f"{module}@{version} has checksum {answer.get('Sum')}, pinned {expected_sum}")
+    return Path(answer["Dir"])
+
+
+def go_install(package: str, version: str, target: Path) -> Path:
+    """`go install package@version` (a module without replace directives) as `target`, once; return it."""
+    if target.exists():
+        return target
+    workdir = cache_root() / "src" / target.parent.name
+    workdir.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / ".partial"
+    env = {**_go_env(workdir), "GOBIN": str(staging), "GOFLAGS": ""}
+    command = ["go", "install", "-trimpath", "-ldflags", "-s -w", f"{package}@{version}"]
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, cwd=workdir, env=env, check=True)
+    (staging / package.rsplit("/", 1)[1]).rename(target)
+    staging.rmdir()
+    return target
+
+
+_REPLACE_BLOCK = re.compile(r"^replace \($(?P<body>.*?)^\)$", re.MULTILINE | re.DOTALL)
+_REPLACE_LINE = re.compile(r"^replace (?P<line>\S.*)$", re.MULTILINE)
+
+
+def replace_directives(go_mod: str) -> list[str]:
+    """The ``old => new version`` lines of a go.mod's replace directives (block and single-line forms)."""
+    lines = [line.strip() for block in _REPLACE_BLOCK.finditer(go_mod) for line in block["body"].splitlines()]
+    lines += [match["line"].strip() for match in _REPLACE_LINE.finditer(go_mod) if match["line"] != "("]
+    return [line for line in lines if "=>" in line and not line.startswith("//")]
+
+
+def wrapper_go_mod(name: str, module: str, version: str, replaces: list[str]) -> str:
+    """A go.mod requiring `module@version` with that module's own replace directives, which `go install`
+    ignores (and refuses to build with) when the module is not the main one."""
+    body = "\n".join(f"\t{line}" for line in replaces)
+    block = f"\nreplace (\n{body}\n)\n" if replaces else ""
+    return f"module headrace.dev/testbed/{name}\n\ngo 1.25.0\n\nrequire {module} {version}\n{block}"
+
+
+def go_build_wrapped(module: str, version: str, expected_sum: str, package: str, target: Path) -> Path:
+    """Build `package` of `module@version` as `target` through a wrapper module carrying the module's replace
+    directives (see `wrapper_go_mod`), once; return it."""
+    if target.exists():
+        return target
+    source = go_module_dir(module, version, expected_sum)
+    workdir = cache_root() / "src" / f"{target.parent.name}-wrapper"
+    workdir.mkdir(parents=True, exist_ok=True)
+    replaces = replace_directives((source / "go.mod").read_text())
+    (workdir / "go.mod").write_text(wrapper_go_mod(target.parent.name.replace(".", "-"), module, version, replaces))
+    _run(["go", "get", f"{module}@{version}"], workdir)
+    staging = target.parent / f".{target.name}.partial"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(staging), package], workdir)
+    staging.rename(target)
+    return target
+
+
 def missing_binaries() -> list[str]:
     """Names of the pinned binaries not built yet."""
     return [name for name in (*KUBE_COMMANDS, "etcd") if not binary(name).exists()]
@@ -193,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import objectstore  # imports this module too: the S3 server's build lives beside its runner
 
     print(objectstore.ensure_binary())
+    from testbed import kwok  # imports this module too: the simulated nodes' build lives beside their runner
+
+    print(kwok.ensure_kwok())
     return 0
 
 
