@@ -33,16 +33,6 @@ from testbed import REPOSITORY, scenario
 from testbed.environment import Environment, deployed_example, environment
 
 
-def _first_commit_of_new_driver(app: scenario.AppHandle, moment: float, old_driver: str, timeout: float = 900) -> float:
-    """Seconds from `moment` (wall clock) to the first batch committed by a driver other than `old_driver`."""
-
-    def committed() -> list[Path]:
-        run = app.status().get("run") or {}
-        return app.driver_commits() if run.get("driverPod") not in (None, old_driver) else []
-
-    return min(path.stat().st_mtime for path in app.wait(committed, timeout, "a batch by the new driver")) - moment
-
-
 def _driver(app: scenario.AppHandle) -> str:
     return str((app.status().get("run") or {}).get("driverPod"))
 
@@ -66,7 +56,7 @@ def run(target: Environment) -> dict[str, float]:
             driver = _driver(app)
             lost = time.time()
             app.core.delete_namespaced_pod(driver, namespace)
-            figures["recovery_after_driver_loss_s"] = _first_commit_of_new_driver(app, lost, driver)
+            figures["recovery_after_driver_loss_s"] = app.first_commit_of_new_driver(lost, driver)
 
             restarts, driver, scaled = app.status()["restarts"]["total"], _driver(app), time.time()
             target.kubectl("scale", "sapp", scenario.APP, "-n", namespace, "--replicas=2")
@@ -84,24 +74,24 @@ def run(target: Environment) -> dict[str, float]:
 
             driver, partitions = _driver(app), time.time()
             app.patch_spec({"state": {"partitions": 12}})
-            figures["savepoint_rescale_downtime_s"] = _first_commit_of_new_driver(app, partitions, driver)
+            figures["savepoint_rescale_downtime_s"] = app.first_commit_of_new_driver(partitions, driver)
 
             driver, upgrade = _driver(app), time.time()
             args = [*app.app()["spec"]["application"]["args"], "--trigger-seconds", "3"]
             app.patch_spec({"application": {"args": args}})
-            figures["savepoint_upgrade_downtime_s"] = _first_commit_of_new_driver(app, upgrade, driver)
+            figures["savepoint_upgrade_downtime_s"] = app.first_commit_of_new_driver(upgrade, driver)
 
             driver, upgrade = _driver(app), time.time()
             args = [*args, "--trigger-seconds", "2"]
             app.patch_spec({"upgradeMode": "last-state", "application": {"args": args}})
-            figures["last_state_upgrade_downtime_s"] = _first_commit_of_new_driver(app, upgrade, driver)
+            figures["last_state_upgrade_downtime_s"] = app.first_commit_of_new_driver(upgrade, driver)
 
         app.patch_spec({"job": {"state": "suspended"}})
         app.wait(lambda: app.status().get("phase") == "Suspended", 900, "Suspended")
         app.input.next_file()
         driver, resumed = _driver(app), time.time()
         app.patch_spec({"job": {"state": "running"}})
-        figures["resume_to_first_batch_s"] = _first_commit_of_new_driver(app, resumed, driver)
+        figures["resume_to_first_batch_s"] = app.first_commit_of_new_driver(resumed, driver)
     return figures
 
 

@@ -477,6 +477,21 @@ class ControlPlane:
                 _remove_tree(self.workdir)
                 self._owns_workdir = False
 
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver alone (SIGTERM, then SIGKILL): etcd and the controllers keep running, clients get
+        connection refused until `start_apiserver`."""
+        procs.stop(self._require_running().processes.pop("kube-apiserver"))
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again after `stop_apiserver`, on the same port with the same certificates, and wait
+        until it is ready."""
+        running = self._require_running()
+        if "kube-apiserver" in running.processes:
+            raise RuntimeError("kube-apiserver is already running")
+        apiserver = self._spawn(running, "kube-apiserver", apiserver_command(self._plan(running)))
+        admin_tls = _tls_context(self.ca_cert, self._admin_client_cert())
+        self._wait(apiserver, [(f"{self.url}/readyz", admin_tls)], APISERVER_TIMEOUT_SECONDS)
+
     # --- clients --------------------------------------------------------------------------------
 
     def kubeconfig_for(self, user_cert: Path, user_key: Path, *, server: str | None = None) -> Path:

@@ -23,7 +23,7 @@ from kubernetes.client import ApiClient
 from headrace.core.validation import RESTRICTED_VOLUME_TYPES
 from testbed import REPOSITORY, build, images, scenario
 from testbed.cluster import Cluster
-from testbed.controlplane import create_namespace, delete_namespace
+from testbed.controlplane import ControlPlane, create_namespace, delete_namespace
 from testbed.objectstore import ClusterObjectStore
 from testbed.scenario import OPERATOR_NAMESPACE
 
@@ -39,6 +39,7 @@ class Environment:
     data_root: Path
     kafka_bootstrap: str = ""
     object_store: ClusterObjectStore | None = None  # the local cluster's S3 server (None on another cluster)
+    control_plane: ControlPlane | None = None  # the local cluster's control plane (None on another cluster)
 
     def _run(self, command: list[str], timeout: float) -> str:
         result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
@@ -98,7 +99,13 @@ def environment(workdir: Path) -> Iterator[Environment]:
             cluster.import_image(archive)
         data_root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scenario.pod_data_root("e2e")))
         data_root.chmod(0o777)
-        target = Environment(cluster.kubeconfig, data_root, cluster.kafka_bootstrap, object_store=cluster.object_store)
+        target = Environment(
+            cluster.kubeconfig,
+            data_root,
+            cluster.kafka_bootstrap,
+            object_store=cluster.object_store,
+            control_plane=cluster.control_plane,
+        )
         try:
             target.install_operator()
             yield target

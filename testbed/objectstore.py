@@ -252,6 +252,8 @@ class ObjectStore(procs.Started):
         self.access_key = "HR" + secrets.token_hex(9).upper()
         self.secret_key = base64.b64encode(secrets.token_bytes(30)).decode()
         self._process: procs.Process | None = None
+        self._argv: list[str] = []
+        self._env: dict[str, str] = {}
         self.start_seconds = 0.0
 
     @property
@@ -286,9 +288,25 @@ class ObjectStore(procs.Started):
         procs.wait_until_healthy(
             self._process, self._answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
         )
+        self._argv, self._env = argv, env
         self.client().create_bucket(self.bucket)
         self.start_seconds = time.monotonic() - began
         return self
+
+    def stop_server(self) -> None:
+        """Stop the gateway process alone, keeping its files: clients get connection refused until `start_server`."""
+        if self._process is not None:
+            procs.stop(self._process, grace_seconds=5)
+            self._process = None
+
+    def start_server(self) -> None:
+        """Start the gateway again after `stop_server`: same ports, credentials and files."""
+        if self._process is not None or not self._argv:
+            raise RuntimeError("the gateway is running, or was never started")
+        self._process = procs.spawn("versitygw", self._argv, self.workdir / "versitygw.log", env=self._env)
+        procs.wait_until_healthy(
+            self._process, self._answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
+        )
 
     def _answers(self) -> bool:
         try:
@@ -344,6 +362,14 @@ class ClusterObjectStore(procs.Started):
     def client(self) -> S3Client:
         """A client for this machine with the root credentials."""
         return self._running().client()
+
+    def stop_server(self) -> None:
+        """Stop the server process alone (its files and the Service stay): pods get connection refused."""
+        self._running().stop_server()
+
+    def start_server(self) -> None:
+        """Start the server again after `stop_server`."""
+        self._running().start_server()
 
     def secret_for(self, namespace: str, name: str = SECRET_NAME) -> dict[str, Any]:
         """The credentials Secret for an app in `namespace` (``spec.state.s3`` from `s3_spec` references it)."""

@@ -50,41 +50,47 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def apply_example(
-    target: Environment, files: int, *, source: str = "kafka"
+    target: Environment,
+    files: int,
+    *,
+    source: str = "kafka",
+    namespace: str = NAMESPACE,
+    topic: str = TOPIC,
+    **spec_overrides: Any,
 ) -> tuple[Path, scenario.ClickFiles | scenario.ClickTopic]:
-    """Step 4, also run by the quick start's e2e test: the example applied in NAMESPACE, `files` chunks of
-    clicks produced to TOPIC (`source` kafka) or written as input files (`source` files); returns the
-    example's data directory and the clicks' writer."""
+    """Step 4, also run by the quick start's and the chaos suite's e2e tests: the example applied in `namespace`
+    (spec_overrides merged into its spec), `files` chunks of clicks produced to `topic` (`source` kafka) or written
+    as input files (`source` files); returns the example's data directory and the clicks' writer."""
     if source not in SOURCES:
         raise ValueError(f"--source must be one of {', '.join(SOURCES)}, not {source!r}")
-    namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    data = scenario.prepare_data_dir(target.data_root, NAMESPACE)
+    namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    data = scenario.prepare_data_dir(target.data_root, namespace)
     clicks: scenario.ClickFiles | scenario.ClickTopic
     if source == "kafka":
         if not target.kafka_bootstrap:
             raise RuntimeError("the cluster has no Kafka reachable from this machine; use --source files")
-        clicks = scenario.ClickTopic(target.kafka_bootstrap, TOPIC).resume()
-        manifest = scenario.windowed_counts_manifest(data, TOPIC)
+        clicks = scenario.ClickTopic(target.kafka_bootstrap, topic).resume()
+        manifest = scenario.windowed_counts_manifest(data, topic, **spec_overrides)
     else:
         clicks = scenario.ClickFiles(data / "input")
         clicks.files = len(list((data / "input").glob("part-*.json")))
-        manifest = scenario.windowed_counts_manifest(data)
+        manifest = scenario.windowed_counts_manifest(data, **spec_overrides)
     (data / "namespace.yaml").write_text(yaml.safe_dump(namespace_manifest))
     target.kubectl("apply", "-f", str(data / "namespace.yaml"))
-    use_bucket(target, data, manifest)
+    use_bucket(target, data, manifest, namespace)
     (data / "streamingapp.yaml").write_text(yaml.safe_dump(manifest))
-    target.kubectl("apply", "-n", NAMESPACE, "-f", str(data / "streamingapp.yaml"))
+    target.kubectl("apply", "-n", namespace, "-f", str(data / "streamingapp.yaml"))
     for _ in range(files):
         clicks.next_file()
     return data, clicks
 
 
-def use_bucket(target: Environment, data: Path, manifest: dict[str, Any]) -> None:
+def use_bucket(target: Environment, data: Path, manifest: dict[str, Any], namespace: str = NAMESPACE) -> None:
     """Checkpoints and savepoints in the cluster's S3 bucket (``s3a://headrace/demo/...``, credentials from the
     Secret copied into the namespace), as on any multi-node cluster; ``data/state`` on this machine shows them.
     A cluster without the testbed's S3 server keeps them on the node (``allowNodeLocal``)."""
     with target.api_client() as api:
-        storage = objectstore.storage_for(api, NAMESPACE)
+        storage = objectstore.storage_for(api, namespace)
     if storage is None:
         return
     manifest["spec"]["state"] = {**storage.state, "backend": manifest["spec"]["state"].get("backend", "rocksdb")}

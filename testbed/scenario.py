@@ -305,10 +305,18 @@ class AppHandle:
         """Batches committed after a wall-clock time."""
         return [path for path in self.commits() if path.stat().st_mtime > moment]
 
+    def local_path(self, uri: str) -> Path:
+        """Where a state URI of the app lies on this machine: a file:// path as it is; an s3a:// key in the bucket's
+        directory, which `data/state` links into (``<bucket dir>/<namespace>/state``)."""
+        parsed = urlparse(uri)
+        if parsed.scheme != "s3a":
+            return Path(parsed.path)
+        return (self.data / "state").resolve().parents[1] / parsed.path.lstrip("/")
+
     def run_checkpoint(self) -> Path | None:
         """The local directory of the current run's checkpoint (from status.run.checkpointDir)."""
         run = self.status().get("run") or {}
-        return Path(urlparse(run["checkpointDir"]).path) if run.get("checkpointDir") else None
+        return self.local_path(run["checkpointDir"]) if run.get("checkpointDir") else None
 
     def driver_commits(self) -> list[Path]:
         """Batches the current driver committed: in its run's checkpoint, written after its pod started, and not
@@ -327,13 +335,22 @@ class AppHandle:
         started = start_time.timestamp()
         copied: set[tuple[str, str]] = set()
         if run.get("restoredFrom"):  # the restore copies the savepoint's commits into the run first
-            savepoint = Path(urlparse(run["restoredFrom"]).path)
+            savepoint = self.local_path(run["restoredFrom"])
             copied = {(path.parents[1].name, path.name) for path in query_log(savepoint, "commits")}
         return [
             path
             for path in query_log(checkpoint, "commits")
             if path.stat().st_mtime > started and (path.parents[1].name, path.name) not in copied
         ]
+
+    def first_commit_of_new_driver(self, moment: float, old_driver: str, timeout: float = 900) -> float:
+        """Seconds from `moment` (wall clock) to the first batch committed by a driver other than `old_driver`."""
+
+        def committed() -> list[Path]:
+            run = self.status().get("run") or {}
+            return self.driver_commits() if run.get("driverPod") not in (None, old_driver) else []
+
+        return min(path.stat().st_mtime for path in self.wait(committed, timeout, "a batch by the new driver")) - moment
 
     def diagnostics(self) -> str:
         """Status, events, the operator's log and the tail of each pod's log, for failure messages."""

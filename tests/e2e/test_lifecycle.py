@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -22,9 +21,9 @@ from kubernetes import client
 from headrace.api import models, names
 from testbed import scenario
 from testbed.environment import deployed_example
+from testbed.sink import wait_for_every_window
 
 from .conftest import E2E
-from .sink import read_tumbling
 
 pytestmark = pytest.mark.e2e
 
@@ -169,11 +168,7 @@ def test_sink_is_exactly_once_after_the_whole_lifecycle(app: scenario.AppHandle)
     expected = scenario.expected_tumbling_counts(app.input.counted())
     app.input.flush()
 
-    def complete() -> Counter[tuple[str, str]] | None:
-        seen = read_tumbling(app.data / "output" / "tumbling")
-        return seen if set(seen) >= set(expected) else None
-
-    result = app.wait(complete, 300, "every window in the sink")
+    result = wait_for_every_window(app, expected, timeout=300)
     assert {key: result[key] for key in expected} == dict(expected)
 
 
@@ -192,9 +187,5 @@ def test_stateless_upgrade_starts_from_empty_state_into_a_new_output(app: scenar
     assert "StatelessUpgrade" in (reasons := _events(app)), reasons
     expected = scenario.expected_tumbling_counts(app.input.counted())
 
-    def complete() -> Counter[tuple[str, str]] | None:
-        seen = read_tumbling(app.data / "output-stateless" / "tumbling")
-        return seen if set(seen) >= set(expected) else None
-
-    result = app.wait(complete, 400, "every window in the new output")
+    result = wait_for_every_window(app, expected, "output-stateless", timeout=400)
     assert {key: result[key] for key in expected} == dict(expected)

@@ -22,9 +22,9 @@ from headrace.core.transitions import TRANSITIONS
 from headrace.runtime import metrics as runtime_metrics
 from testbed import scenario
 from testbed.environment import deployed_example
+from testbed.operator_pods import Samples, container_port, leader_pod, scrape
 
 from .conftest import E2E
-from .operator_pods import Samples, container_port, leader_pod, scrape
 
 pytestmark = pytest.mark.e2e
 METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

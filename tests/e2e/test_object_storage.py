@@ -12,9 +12,7 @@ The bucket is a directory on this machine, so the checkpoint's commit files are 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
@@ -23,9 +21,9 @@ from kubernetes import client
 from headrace.api import names
 from testbed import objectstore, scenario
 from testbed.controlplane import create_namespace, delete_namespace
+from testbed.sink import wait_for_every_window
 
 from .conftest import E2E
-from .sink import read_tumbling
 
 pytestmark = pytest.mark.e2e
 
@@ -106,24 +104,15 @@ def test_savepoint_on_s3_restores_into_a_new_run(app: scenario.AppHandle) -> Non
         print(f"savepoint upgrade -> restored run commits: {time.monotonic() - clock:.1f}s")
     restored = status["run"]["restoredFrom"]
     assert restored.startswith(f"s3a://{objectstore.BUCKET}/{app.namespace}/savepoints/"), restored
-    savepoint_dir = _savepoint_dir(app, restored)
+    savepoint_dir = app.local_path(restored)
     assert any(savepoint_dir.rglob("commits/*")), f"no commits in the savepoint at {savepoint_dir}"
-
-
-def _savepoint_dir(app: scenario.AppHandle, uri: str) -> Path:
-    bucket = app.data.joinpath("state").resolve().parents[1]  # <root>/<bucket>/<namespace>/state
-    return bucket / uri.removeprefix(f"s3a://{objectstore.BUCKET}/")
 
 
 def test_sink_holds_every_event_exactly_once(app: scenario.AppHandle) -> None:
     expected = scenario.expected_tumbling_counts(app.input.counted())
     app.input.flush()
 
-    def complete() -> Counter[tuple[str, str]] | None:
-        seen = read_tumbling(app.data / "output" / "tumbling")
-        return seen if set(seen) >= set(expected) else None
-
-    result = app.wait(complete, 300, "every window in the sink")
+    result = wait_for_every_window(app, expected, timeout=300)
     assert {key: result[key] for key in expected} == dict(expected)
 
 

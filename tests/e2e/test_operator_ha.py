@@ -21,10 +21,10 @@ from kubernetes.client.exceptions import ApiException
 from headrace.api import names
 from testbed import scenario
 from testbed.environment import deployed_example
+from testbed.operator_pods import lease_holder, operator_env, operator_pods
 from testbed.scenario import OPERATOR_NAMESPACE
 
 from .conftest import E2E
-from .operator_pods import lease_holder, operator_env, operator_pods
 
 pytestmark = pytest.mark.e2e
 FAILOVER_MARGIN_SECONDS = 10

@@ -11,7 +11,6 @@ exactly the expected window counts.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +19,9 @@ import pytest
 from headrace.api import names
 from testbed import quickstart, scenario
 from testbed.controlplane import delete_namespace
+from testbed.sink import wait_for_every_window
 
 from .conftest import E2E
-from .sink import read_tumbling
 
 pytestmark = pytest.mark.e2e
 
@@ -61,11 +60,7 @@ def test_quickstart_sink_holds_exactly_the_produced_clicks(example: scenario.App
     example.input.flush()
     started = time.monotonic()
 
-    def complete() -> Counter[tuple[str, str]] | None:
-        seen = read_tumbling(example.data / "output" / "tumbling")
-        return seen if set(seen) >= set(expected) else None
-
-    result = example.wait(complete, 300, "every window of the produced clicks in the sink")
+    result = wait_for_every_window(example, expected, timeout=300)
     print(f"quick start example (Kafka): flush -> every window in the sink in {time.monotonic() - started:.1f}s")
     assert dict(result) == dict(expected)
     assert sum(expected.values()) == len(example.input.counted()) == 11 * scenario.EVENTS_PER_FILE

@@ -8,7 +8,6 @@ the sink then holds every input event exactly once; deleting the app removes eve
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -16,9 +15,9 @@ import pytest
 from headrace.api import names
 from testbed import scenario
 from testbed.environment import deployed_example
+from testbed.sink import wait_for_every_window
 
 from .conftest import E2E
-from .sink import read_tumbling
 
 pytestmark = pytest.mark.e2e
 
@@ -74,11 +73,7 @@ def test_sink_holds_every_event_exactly_once(deployed: scenario.AppHandle) -> No
     expected = scenario.expected_tumbling_counts(deployed.input.counted())
     deployed.input.flush()
 
-    def complete() -> Counter[tuple[str, str]] | None:
-        seen = read_tumbling(deployed.data / "output" / "tumbling")
-        return seen if set(seen) >= set(expected) else None
-
-    result = deployed.wait(complete, 300, "every window in the sink")
+    result = wait_for_every_window(deployed, expected, timeout=300)
     assert {key: result[key] for key in expected} == dict(expected)
     assert sum(expected.values()) == len(deployed.input.counted())
 

@@ -287,6 +287,25 @@ def test_stop_ends_every_process_and_removes_the_workdir(tmp_path: Path) -> None
     plane.stop()  # idempotent
 
 
+def test_the_apiserver_stopped_refuses_and_started_again_serves_the_same_cluster(tmp_path: Path) -> None:
+    ensure_control_plane_binaries()
+    with ControlPlane(tmp_path / "own", controllers=False, scheduler=False) as plane:
+        with plane.api_client() as api:
+            client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="kept")))
+        etcd, url = plane.processes["etcd"].pid, plane.url
+        stopped = plane.processes["kube-apiserver"].pid
+        plane.stop_apiserver()
+        assert not procs.pid_exists(stopped) and procs.pid_exists(etcd)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", plane.ports.apiserver), timeout=5).close()
+        plane.start_apiserver()
+        assert plane.url == url
+        with plane.api_client() as api:
+            assert client.CoreV1Api(api).read_namespace("kept").metadata.name == "kept", "etcd kept the cluster"
+        with pytest.raises(RuntimeError, match="already running"):
+            plane.start_apiserver()
+
+
 def test_start_failure_names_the_component_and_cleans_up(tmp_path: Path) -> None:
     ensure_control_plane_binaries()
     workdir = tmp_path / "broken"

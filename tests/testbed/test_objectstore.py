@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from testbed import objectstore, procs
 
 
@@ -38,3 +40,20 @@ def test_server_stores_lists_copies_and_leaves_nothing() -> None:
         pid, workdir = store.pid, store.workdir
     assert pid is not None and not procs.pid_exists(pid)
     assert not workdir.exists()
+
+
+def test_the_server_stopped_refuses_and_started_again_serves_the_same_objects() -> None:
+    with objectstore.ObjectStore() as store:
+        s3 = store.client()
+        s3.put_object(store.bucket, "state/commits/0", b"v1")
+        first = store.pid
+        store.stop_server()
+        assert first is not None and not procs.pid_exists(first)
+        with pytest.raises(OSError):
+            s3.request("GET", "/", timeout=5)
+        assert (store.root / store.bucket / "state" / "commits" / "0").read_bytes() == b"v1", "files are kept"
+        store.start_server()
+        assert store.pid != first
+        assert s3.get_object(store.bucket, "state/commits/0") == b"v1"
+        with pytest.raises(RuntimeError, match="running"):
+            store.start_server()

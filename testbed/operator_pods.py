@@ -1,4 +1,5 @@
-"""The operator's pods as the chart runs them: which replica holds the leader Lease, and scraping /metrics."""
+"""The operator's pods as the chart runs them: which replica holds the leader Lease (and when it renewed it),
+and scraping /metrics. Used by the e2e tests and the chaos suite."""
 
 from __future__ import annotations
 
@@ -33,15 +34,7 @@ def operator_env(api: ApiClient, name: str) -> str:
 
 def lease_holder(api: ApiClient) -> str | None:
     """The pod that holds the leader Lease (None when it is released or not there yet)."""
-    try:
-        lease: Any = client.CoordinationV1Api(api).read_namespaced_lease(
-            operator_env(api, "HEADRACE_LEADER_ELECTION_LEASE"), OPERATOR_NAMESPACE
-        )
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return lease.spec.holder_identity or None
+    return lease_renewed(api)[0]
 
 
 def leader_pod(api: ApiClient) -> Any | None:
@@ -65,3 +58,17 @@ def scrape(ip: str, port: int) -> Samples:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
     return samples
+
+
+def lease_renewed(api: ApiClient) -> tuple[str | None, float | None]:
+    """The Lease's holder and when it last renewed it (epoch seconds); (None, None) when there is no Lease."""
+    try:
+        lease: Any = client.CoordinationV1Api(api).read_namespaced_lease(
+            operator_env(api, "HEADRACE_LEADER_ELECTION_LEASE"), OPERATOR_NAMESPACE
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None, None
+        raise
+    renewed = lease.spec.renew_time
+    return lease.spec.holder_identity or None, renewed.timestamp() if renewed is not None else None
