@@ -43,6 +43,7 @@ APPS_PER_FAKE_NODE = 100
 WAIT_SECONDS = 900.0
 CREATE_THREADS = 8
 DELETE_THREADS = 16
+SETTLE_SECONDS = 10.0
 
 
 # --- the two operators, described the same way ---------------------------------------------------
@@ -83,7 +84,7 @@ def _run_headrace(plane: ControlPlane, namespace: str, workdir: Path) -> Iterato
 
 @contextlib.contextmanager
 def _run_peer(plane: ControlPlane, namespace: str, workdir: Path) -> Iterator[int]:
-    with spark_operator.SparkOperator(plane.kubeconfig, plane.url, namespace, workdir / "peer") as peer:
+    with spark_operator.SparkOperator(plane, namespace, workdir / "peer") as peer:
         assert peer.process is not None
         yield peer.process.pid
 
@@ -117,13 +118,15 @@ PEER = Subject(
 
 @dataclass
 class DriverLog:
-    """Driver pods seen through a watch: when each was first seen and first Running, which are live."""
+    """Driver pods seen through a watch, by uid (the peer names an app's every driver alike): when each was
+    first seen and first Running, which are live."""
 
     app_label: str
-    created: dict[str, float] = field(default_factory=dict)  # pod name -> first seen
-    running: dict[str, float] = field(default_factory=dict)  # pod name -> first seen Running
-    app_of: dict[str, str] = field(default_factory=dict)  # pod name -> app
-    live: dict[str, set[str]] = field(default_factory=dict)  # app -> pods neither deleted nor being deleted
+    created: dict[str, float] = field(default_factory=dict)  # pod uid -> first seen
+    running: dict[str, float] = field(default_factory=dict)  # pod uid -> first seen Running
+    app_of: dict[str, str] = field(default_factory=dict)  # pod uid -> app
+    name_of: dict[str, str] = field(default_factory=dict)  # pod uid -> name
+    live: dict[str, set[str]] = field(default_factory=dict)  # app -> uids of pods neither deleted nor being deleted
     doubled: set[str] = field(default_factory=set)  # apps that ever had two live drivers
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -132,9 +135,10 @@ class DriverLog:
         app = (pod.metadata.labels or {}).get(self.app_label)
         if not app:
             return
-        name = pod.metadata.name
+        name = pod.metadata.uid
         with self.lock:
             self.app_of[name] = app
+            self.name_of[name] = pod.metadata.name
             self.created.setdefault(name, now)
             if pod.status and pod.status.phase == "Running" and kind != "DELETED":
                 self.running.setdefault(name, now)
@@ -157,9 +161,9 @@ class DriverLog:
             return result
 
     def running_pods(self) -> dict[str, str]:
-        """App -> one of its live pods that is Running."""
+        """App -> the name of one of its live pods that is Running."""
         with self.lock:
-            return {app: pod for app, pods in self.live.items() for pod in pods if pod in self.running}
+            return {app: self.name_of[uid] for app, uids in self.live.items() for uid in uids if uid in self.running}
 
 
 def _watch(namespace: str, api: client.ApiClient, selector: str, log: DriverLog, stop: threading.Event) -> None:
@@ -282,6 +286,7 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
                 "idle_rss_mb": idle_rss / 2**20,
             }
             if storm:
+                time.sleep(SETTLE_SECONDS)  # the operator records its Running drivers before losing them
                 result |= _storm(api, namespace, log, storm)
                 result["storm_cpu_s"] = _cpu_seconds(pid) - cpu_before - burst_cpu
             sampler.stopped.set()

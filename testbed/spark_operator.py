@@ -28,7 +28,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from testbed import build, procs
-from testbed.controlplane import http_ok
+from testbed.controlplane import ControlPlane, http_ok
 
 MODULE = "github.com/kubeflow/spark-operator/v2"
 VERSION = "v2.4.0"
@@ -147,13 +147,38 @@ def environment(kubeconfig: Path, apiserver_url: str) -> dict[str, str]:
 # --- I/O -------------------------------------------------------------------------------------------
 
 
-class SparkOperator(procs.Started):
-    """The peer's controller, watching `namespace`, as a context manager; `pids()` lists it and the
-    spark-submit JVMs it has running (all in its process group)."""
+ACCOUNT = ("default", "spark-operator")
 
-    def __init__(self, kubeconfig: Path, apiserver_url: str, namespace: str, workdir: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.apiserver_url = apiserver_url
+
+def token_kubeconfig(plane: ControlPlane) -> Path:
+    """A kubeconfig with the token of a ServiceAccount bound to cluster-admin: Spark's Kubernetes client reads
+    no ECDSA client key (the testbed's certificates are ECDSA), and this kubeconfig serves both processes."""
+    namespace, name = ACCOUNT
+    account: Any = {"metadata": {"name": name}}
+    binding: Any = {
+        "metadata": {"name": f"bench-{name}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+    with plane.api_client() as api:
+        for create in (
+            lambda: client.CoreV1Api(api).create_namespaced_service_account(namespace, account),
+            lambda: client.RbacAuthorizationV1Api(api).create_cluster_role_binding(binding),
+        ):
+            try:
+                create()
+            except ApiException as error:
+                if error.status != HTTP_CONFLICT:
+                    raise
+    return plane.service_account_kubeconfig(namespace, name)
+
+
+class SparkOperator(procs.Started):
+    """The peer's controller, watching `namespace`, as a context manager (the spark-submit JVMs it runs are
+    in its process group)."""
+
+    def __init__(self, plane: ControlPlane, namespace: str, workdir: Path) -> None:
+        self.plane = plane
         self.namespace = namespace
         self.workdir = workdir
         self.process: procs.Process | None = None
@@ -164,7 +189,7 @@ class SparkOperator(procs.Started):
         binary = ensure_binary()
         port = procs.free_port()
         self._submissions_before = set(os.listdir(SUBMISSION_TEMP)) if SUBMISSION_TEMP.exists() else set()
-        env = {**os.environ, **environment(self.kubeconfig, self.apiserver_url)}
+        env = {**os.environ, **environment(token_kubeconfig(self.plane), self.plane.url)}
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = self.workdir / "spark-operator.log"
         self.process = procs.spawn("spark-operator", command(binary, self.namespace, port), log, env)
