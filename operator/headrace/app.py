@@ -23,6 +23,7 @@ from headrace.adapters.driver import DriverControl
 from headrace.adapters.kube import KubeClient
 from headrace.adapters.lease import LeaseClient
 from headrace.controller import leader
+from headrace.controller.disposal import SavepointDisposer
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.reconciler import Reconciler
 from headrace.controller.workqueue import Key, WorkQueue
@@ -65,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prometheus_client.start_http_server(settings.metrics_port)
     queue = build_queue(settings, metrics)
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, queue, settings.workers)
+    disposer = SavepointDisposer(KubeClient(api_client()), DriverControl(), _now)
+    handlers.register(registry, queue, settings.workers, dispose=disposer.dispose)
 
     def run() -> bool:
         """Run kopf until it stops; True once no reconcile runs any more."""

@@ -2,12 +2,17 @@
 
 Every handler only unpacks and enqueues; the reconciler decides. Event handlers (unlike kopf's
 change handlers and daemons) put no finalizers or annotations on anyone's objects, so deleting an
-app never waits for the operator. `headrace.app` builds the queue and registers these on its registry.
+app never waits for the operator. The one exception: a StreamingSavepoint with spec.disposeOnDelete
+carries the finalizer `FINALIZER` (kopf adds it to those only), and its deletion handler hands the
+disposal of its files to `dispose` (`headrace.controller.disposal`), which bounds its tries.
+`headrace.app` builds the queue and the disposer and registers these on its registry.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import kopf
@@ -17,9 +22,14 @@ from headrace.controller.workqueue import WorkQueue
 
 logger = logging.getLogger(__name__)
 
+FINALIZER = f"{models.GROUP}/dispose-savepoint-files"
+# (StreamingSavepoint body, tries so far, seconds since the first) -> None: done; (seconds, why): try again then
+Dispose = Callable[[dict[str, Any], int, float], tuple[float, str] | None]
 
-def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int) -> None:
-    """Register the handlers on `registry`; they start, feed and stop `queue` (run by `workers` workers)."""
+
+def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int, dispose: Dispose | None = None) -> None:
+    """Register the handlers on `registry`; they start, feed and stop `queue` (run by `workers` workers) and,
+    with `dispose`, delete the files of StreamingSavepoints deleted with disposeOnDelete."""
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -34,6 +44,7 @@ def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int) ->
         settings.watching.client_timeout = 330
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
+        settings.persistence.finalizer = FINALIZER
         queue.start()
         logger.info("headrace operator started with %d workers", workers)
 
@@ -62,3 +73,22 @@ def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int) ->
     def driver_changed(namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
         """A driver pod changed (started, failed, deleted): queue its app at once."""
         enqueue(namespace, labels.get(names.APP))
+
+    if dispose is None:
+        return
+
+    @kopf.on.delete(
+        models.GROUP,
+        models.VERSION,
+        models.SAVEPOINT_PLURAL,
+        registry=registry,
+        field="spec.disposeOnDelete",
+        value=True,
+        errors=kopf.ErrorsMode.TEMPORARY,
+    )
+    def savepoint_deleted(body: kopf.Body, retry: int, runtime: timedelta, **_: Any) -> None:
+        """A StreamingSavepoint with disposeOnDelete is being deleted: its files go first (bounded tries)."""
+        waiting = dispose(dict(body), retry, runtime.total_seconds())
+        if waiting is not None:
+            seconds, why = waiting
+            raise kopf.TemporaryError(why, delay=seconds)

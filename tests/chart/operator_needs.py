@@ -6,7 +6,8 @@
 - the same for the leader-election Lease (`headrace.adapters.lease`), needed in the release
   namespace only;
 - list and watch of every resource a kopf handler is registered for (`headrace.handlers`), plus
-  what kopf itself does (events, CRD and namespace observation);
+  what kopf itself does (events, CRD and namespace observation, and patching the finalizer and its
+  progress annotations into the objects of a deletion handler: disposeOnDelete StreamingSavepoints);
 - every rule of the Role the operator creates for drivers (`headrace.render.manifests.rbac`):
   Kubernetes lets the operator grant only permissions it holds.
 """
@@ -141,12 +142,16 @@ def kopf_needs() -> set[Need]:
     from headrace.controller.workqueue import WorkQueue
 
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, WorkQueue(lambda key: None, workers=1), 1)
+    handlers.register(registry, WorkQueue(lambda key: None, workers=1), 1, dispose=lambda body, tries, waited: None)
     needs = {Need("", "events", "create")}
     for handler in registry._watching.get_all_handlers():
         selector = handler.selector
         resource = selector.plural or selector.any_name
         needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch"))
+    for handler in registry._changing.get_all_handlers():  # kopf patches its finalizer and progress annotations in
+        selector = handler.selector
+        resource = selector.plural or selector.any_name
+        needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch", "patch"))
     return needs
 
 

@@ -4,7 +4,9 @@ The operator talks to a driver at `http://<pod IP>:<DEFAULT_CONTROL_PORT>` with 
 in the app's Secret. Here the runtime's real `ControlServer` (routing, bearer-token check) serves
 `ScriptedDriver`: one query whose batches advance, savepoints that record the request and return
 a record shaped like the runtime's, stop-with-savepoint after which the pod terminates with the
-runtime's termination message, and rescale.
+runtime's termination message, rescale, and savepoint disposal through the runtime's own
+`dispose_savepoint` (its path checks) on `LocalStore`, a local directory standing in for the bucket
+(given `storage`, savepoints are written there as a directory with the metadata file).
 
 `Kubelet` plays the node for one app: each new driver pod gets a stand-in on a loopback address
 of its own (127.x.y.z, so parallel sessions never share a port), built from the pod's resolved
@@ -18,14 +20,19 @@ It also records the most driver pods it ever saw live at once.
 from __future__ import annotations
 
 import contextlib
+import json
+import posixpath
 import secrets
+import shutil
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -34,6 +41,7 @@ from headrace.api import runtime_contract as contract
 from headrace.core.timefmt import format_time
 from headrace.runtime import termination
 from headrace.runtime.control import ActionError, ControlServer
+from headrace.runtime.savepoint import SavepointError, dispose_savepoint
 
 from .kube import (
     container_env,
@@ -57,6 +65,27 @@ class Request:
     executors: int | None = None
 
 
+class LocalStore:
+    """`<scheme>://<bucket>/<key>` as files below a local directory; qualifies URIs as Hadoop does (normalised)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def qualify(self, uri: str) -> str:
+        split = urlsplit(uri)
+        return f"{split.scheme}://{split.netloc}{posixpath.normpath(split.path or '/')}"
+
+    def local(self, uri: str) -> Path:
+        split = urlsplit(self.qualify(uri))
+        return self.root / split.netloc / split.path.lstrip("/")
+
+    def exists(self, uri: str) -> bool:
+        return self.local(uri).exists()
+
+    def delete(self, uri: str) -> None:
+        shutil.rmtree(self.local(uri))
+
+
 class ScriptedDriver:
     """The control actions of one driver process, scripted (the `ControlActions` the server calls)."""
 
@@ -72,6 +101,7 @@ class ScriptedDriver:
         self.exit_delay = 0.0
         self.savepoint_delay = 0.0  # seconds a savepoint takes (the driver copying), phase Savepointing meanwhile
         self.exit_reported = False
+        self.store: LocalStore | None = None  # where savepoints are written and disposed of
         self._lock = threading.Lock()
 
     def status(self) -> contract.StatusDocument:
@@ -123,6 +153,10 @@ class ScriptedDriver:
             "queries": [{"key": "counts", "batchId": self.batch, "files": 3, "bytes": 1234}],
         }
         self.last_savepoint = contract.LastSavepoint(path=path, completedAt=now, sizeBytes=1234, reason=reason)
+        if self.store is not None:
+            directory = self.store.local(path)
+            (directory / "counts" / "offsets").mkdir(parents=True, exist_ok=True)
+            (directory / contract.SAVEPOINT_METADATA_FILE).write_text(json.dumps(record))
         return record
 
     def savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
@@ -149,6 +183,16 @@ class ScriptedDriver:
     def after_stop_response(self) -> None:
         with self._lock:
             self.exit_due = time.monotonic() + self.exit_delay
+
+    def dispose_savepoint(self, path: str) -> dict[str, Any]:
+        with self._lock:
+            self.requests.append(Request(self.pod, "dispose", path))
+            if self.store is None:
+                raise ActionError(HTTPStatus.CONFLICT, "no storage")
+            try:
+                return dispose_savepoint(self.store, self.env.get(contract.ENV_SAVEPOINT_DIR), path)  # type: ignore[arg-type]
+            except SavepointError as error:
+                raise ActionError(HTTPStatus.BAD_REQUEST, str(error)) from None
 
     def rescale(self, executors: int) -> dict[str, Any]:
         with self._lock:
@@ -182,8 +226,10 @@ class Kubelet:
         exit_delay: float = 0.0,
         report_delay: float = 0.0,
         savepoint_delay: float = 0.0,
+        storage: Path | None = None,
     ) -> None:
         self.api = api
+        self.store = LocalStore(storage) if storage is not None else None
         self.savepoint_delay = savepoint_delay
         self.namespace = namespace
         self.app = app
@@ -246,6 +292,7 @@ class Kubelet:
         driver = ScriptedDriver(pod.metadata.name, env, int(instances) if instances else None, self.requests)
         driver.exit_delay = self.exit_delay
         driver.savepoint_delay = self.savepoint_delay
+        driver.store = self.store
         self.drivers[pod.metadata.name] = driver
         self._server = ControlServer(
             driver, env[contract.ENV_CONTROL_TOKEN], self.address, contract.DEFAULT_CONTROL_PORT

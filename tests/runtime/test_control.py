@@ -43,6 +43,12 @@ class FakeActions:
         self.calls.append(("rescale", executors))
         return {"requested": executors}
 
+    def dispose_savepoint(self, path: str) -> dict[str, Any]:
+        self.calls.append(("dispose", path))
+        if ".." in path:
+            raise ActionError(HTTPStatus.BAD_REQUEST, "not under the savepoint root")
+        return {"path": path, "deleted": True}
+
 
 def call(port: int, method: str, path: str, body: Any = None, token: str | None = None) -> tuple[int, dict[str, Any]]:
     data = json.dumps(body).encode() if body is not None else None
@@ -74,6 +80,7 @@ def test_requests_without_the_token_are_refused(served: tuple[FakeActions, int])
     assert call(port, "POST", contract.PATH_SAVEPOINT, {}, token="wrong")[0] == 401
     assert call(port, "POST", contract.PATH_STOP_WITH_SAVEPOINT, {})[0] == 401
     assert call(port, "POST", contract.PATH_RESCALE, {"executors": 1})[0] == 401
+    assert call(port, "POST", contract.PATH_DISPOSE_SAVEPOINT, {"path": "/sp/a"})[0] == 401
     assert actions.calls == []
     assert call(port, "GET", contract.PATH_HEALTH) == (200, {"status": "ok"})
 
@@ -105,3 +112,8 @@ def test_actions_with_the_token(served: tuple[FakeActions, int]) -> None:
     assert actions.stopped_response_sent.wait(timeout=10)
     assert actions.calls[-2:] == [("stop", (None, "stop")), ("after_stop", None)]
     assert call(port, "GET", "/v1/unknown", token="s3cret")[0] == 404
+    dispose = contract.PATH_DISPOSE_SAVEPOINT
+    assert call(port, "POST", dispose, {"path": "/sp/a"}, token="s3cret") == (200, {"path": "/sp/a", "deleted": True})
+    assert call(port, "POST", dispose, {"path": "/sp/.."}, token="s3cret")[0] == 400
+    assert call(port, "POST", dispose, {}, token="s3cret")[0] == 400  # no path: nothing is called
+    assert actions.calls[-2:] == [("dispose", "/sp/a"), ("dispose", "/sp/..")]

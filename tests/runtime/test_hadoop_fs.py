@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from headrace.runtime.hadoop_fs import HadoopFileSystem, MissingFileError
-from headrace.runtime.savepoint import SavepointContext, SavepointError, SavepointSource, take_savepoint
+from headrace.runtime.savepoint import (
+    SavepointContext,
+    SavepointError,
+    SavepointSource,
+    dispose_savepoint,
+    take_savepoint,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -61,3 +67,36 @@ def test_stopped_savepoint_refuses_logs_off_a_batch_boundary(  # noqa: PLR0917 -
     with pytest.raises(SavepointError, match=message):
         take_savepoint(fs, [source], str(target), context, lambda: datetime.now(UTC))
     assert not target.exists()
+
+
+def test_dispose_deletes_only_a_direct_child_of_the_apps_savepoint_root(tmp_path: Path, reader_spark: Any) -> None:
+    """disposeOnDelete in the driver: the savepoint's own directory goes; traversal, the root itself, a sibling
+    app's directory and other schemes are refused before anything is deleted; deleting twice is fine."""
+    fs = HadoopFileSystem.of_session(reader_spark)
+    root = tmp_path / "savepoints" / "analytics" / "clicks"
+    for directory in ("sp-1", "sp-2"):
+        (root / directory / "counts" / "offsets").mkdir(parents=True)
+        (root / directory / "_headrace_savepoint.json").write_text("{}")
+    other_app = tmp_path / "savepoints" / "analytics" / "other" / "sp-1"
+    other_app.mkdir(parents=True)
+    root_uri = f"file://{root}/"
+    refused = [
+        f"file://{root}/sp-1/../sp-2",
+        f"file://{root}/..",
+        f"file://{root}/../other/sp-1",
+        f"file://{root}",
+        f"file://{root}/sp-2/counts",
+        f"file://{other_app}",
+        "s3a://bucket/savepoints/analytics/clicks/sp-1",
+        f"file://{root}/sp-1\\..",
+    ]
+    for path in refused:
+        with pytest.raises(SavepointError):
+            dispose_savepoint(fs, root_uri, path)
+    with pytest.raises(SavepointError, match="HEADRACE_SAVEPOINT_DIR"):
+        dispose_savepoint(fs, None, f"file://{root}/sp-1")
+    assert (root / "sp-1").is_dir() and (root / "sp-2" / "counts").is_dir() and other_app.is_dir()
+    answer = dispose_savepoint(fs, root_uri, f"file://{root}/sp-1/")
+    assert answer == {"path": f"file:{root}/sp-1", "deleted": True}
+    assert not (root / "sp-1").exists() and (root / "sp-2").is_dir() and other_app.is_dir()
+    assert dispose_savepoint(fs, root_uri, str(root / "sp-1"))["deleted"] is False  # idempotent

@@ -315,7 +315,11 @@ def test_trigger_nonce_takes_a_savepoint_without_stopping() -> None:
     take = next(action for action in plan.actions if isinstance(action, TakeSavepoint))
     assert take.stop is False
     assert take.path.startswith("s3a://bucket/savepoints/analytics/clicks/clicks-manual-")
-    assert any(isinstance(action, CreateSavepointResource) for action in plan.actions)
+    created = next(action for action in plan.actions if isinstance(action, CreateSavepointResource))
+    assert created.dispose is False  # savepoints.disposeOnDelete is off by default
+    disposing = spec(savepoints={"triggerNonce": 1, "disposeOnDelete": True})
+    marked = step(status, seen(pod()), later(5), app_spec=disposing, generation=2)
+    assert next(action for action in marked.actions if isinstance(action, CreateSavepointResource)).dispose is True
     name = take.name
     done = step(
         plan.status,

@@ -65,7 +65,7 @@ code needs (no more), and the real API server's authorizer that they suffice.
   verbs: [get, list, watch]
 - apiGroups: [headrace.dev]
   resources: [streamingsavepoints]
-  verbs: [list, watch, create, delete]
+  verbs: [list, watch, create, delete, patch]
 - apiGroups: [headrace.dev]
   resources: [streamingapps/status]
   verbs: [update, patch]

@@ -18,7 +18,11 @@ MAX_REPLY_BYTES = 1 << 20  # the status document of a driver with many queries i
 
 
 class DriverUnavailable(Exception):
-    """The driver did not answer, or refused the request."""
+    """The driver did not answer, or refused the request (`status`: its HTTP error status, if it answered)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -39,8 +43,10 @@ class DriverControl:
         timeout_seconds: float = 10.0,
         savepoint_timeout_seconds: float = 1800.0,
         port: int = contract.DEFAULT_CONTROL_PORT,
+        dispose_timeout_seconds: float = 120.0,
     ) -> None:
         self.timeout_seconds = timeout_seconds
+        self.dispose_timeout_seconds = dispose_timeout_seconds
         self.port = port
         self.savepoint_timeout_seconds = savepoint_timeout_seconds
 
@@ -65,7 +71,7 @@ class DriverControl:
         except urllib.error.HTTPError as error:
             with error:
                 detail = error.read(500).decode(errors="replace")
-            raise DriverUnavailable(f"{method} {url}: HTTP {error.code}: {detail}") from error
+            raise DriverUnavailable(f"{method} {url}: HTTP {error.code}: {detail}", error.code) from error
         except (urllib.error.URLError, TimeoutError, OSError) as error:
             raise DriverUnavailable(f"{method} {url}: {error}") from error
         if len(reply) > MAX_REPLY_BYTES:
@@ -97,5 +103,17 @@ class DriverControl:
         """Ask the running SparkContext for a new executor total."""
         result: dict[str, Any] = self._call(
             address, token, "POST", contract.PATH_RESCALE, body={"executors": executors}
+        )
+        return result
+
+    def dispose_savepoint(self, address: str, token: str, path: str) -> dict[str, Any]:
+        """Delete one savepoint directory through the driver's file system (idempotent: gone is fine)."""
+        result: dict[str, Any] = self._call(
+            address,
+            token,
+            "POST",
+            contract.PATH_DISPOSE_SAVEPOINT,
+            body={"path": path},
+            timeout=self.dispose_timeout_seconds,
         )
         return result

@@ -311,6 +311,15 @@ class SavepointPolicy(Model):
     triggerNonce: Annotated[
         int, Field(ge=0, description="Change it to take one savepoint now."), change(ChangeKind.IGNORE)
     ] = 0
+    disposeOnDelete: Annotated[
+        bool,
+        Field(
+            description="Savepoints the operator takes from now on (periodic, upgrade, suspend, triggerNonce) get "
+            "spec.disposeOnDelete true: deleting their StreamingSavepoint, by hand or by `retain`, deletes their "
+            "files through the running driver."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = False
 
 
 class RestoreFrom(Model):
@@ -559,6 +568,16 @@ class StreamingSavepointSpec(Model):
         str | None,
         Field(pattern=URI_PATTERN, description="Set to import an existing savepoint; otherwise the operator chooses."),
     ] = None
+    disposeOnDelete: Annotated[
+        bool,
+        Field(
+            description="Deleting this resource deletes the savepoint's directory first "
+            "(<savepointDir>/<namespace>/<app>/<name>, never anything else), through the app's running driver; "
+            "the deletion waits for it (a finalizer), and when it cannot be done (no running driver, the app gone, "
+            "a path outside the app's savepoint root) the resource goes anyway and a Warning Event "
+            "SavepointFilesLeft names the files left."
+        ),
+    ] = False
 
 
 class StreamingSavepointStatus(Model):

@@ -43,6 +43,9 @@ PATH_STATUS: Final = "/v1/status"  # GET
 PATH_SAVEPOINT: Final = "/v1/savepoint"  # POST {"path": str | null, "reason": str}
 PATH_STOP_WITH_SAVEPOINT: Final = "/v1/stop-with-savepoint"  # POST {"path": str | null, "reason": str}
 PATH_RESCALE: Final = "/v1/rescale"  # POST {"executors": int}
+# POST {"path": str}: delete one savepoint directory, a direct child of HEADRACE_SAVEPOINT_DIR only;
+# answers {"path": str, "deleted": bool} (false: it was already gone)
+PATH_DISPOSE_SAVEPOINT: Final = "/v1/dispose-savepoint"
 PATH_HEALTH: Final = "/healthz"  # GET, no token: 200 once the runtime serves
 PATH_METRICS: Final = "/metrics"  # GET on the metrics port, no token (Prometheus)
 

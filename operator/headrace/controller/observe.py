@@ -213,3 +213,16 @@ def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
     return tuple(
         Problem(".".join([root, *(str(part) for part in item["loc"])]), item["msg"]) for item in error.errors()
     )
+
+
+def current_driver_address(app: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """The pod IP of the app's current driver (status.run.driverPod) when that pod runs and is not being
+    deleted; else None (a terminating driver is exiting: asking it could only wait for a timeout)."""
+    current = ((app.get("status") or {}).get("run") or {}).get("driverPod")
+    pod = next((item for item in pods if item["metadata"]["name"] == current), None)
+    address = ((pod or {}).get("status") or {}).get("podIP")
+    if pod is None or pod["status"].get("phase") != "Running" or not address:
+        return None
+    if pod["metadata"].get("deletionTimestamp"):
+        return None
+    return str(address)

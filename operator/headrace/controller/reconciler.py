@@ -23,7 +23,7 @@ from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
 from headrace.controller.metrics import OperatorMetrics
-from headrace.controller.observe import app_view, observe
+from headrace.controller.observe import app_view, current_driver_address, observe
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
@@ -194,7 +194,9 @@ class Reconciler:
                 return self._rescale(body, action)
             case CreateSavepointResource():
                 app = body["metadata"]["name"]
-                resource = savepoint_resource(namespace, app, action.name, action.reason, operator_made=True)
+                resource = savepoint_resource(
+                    namespace, app, action.name, action.reason, operator_made=True, dispose=action.dispose
+                )
                 self.kube.create_savepoint(namespace, resource)
                 return None
             case TakeSavepoint():
@@ -214,12 +216,8 @@ class Reconciler:
         """The current driver's status document, when its pod runs, is not being deleted and answers (else None).
 
         A terminating driver is not asked: it is exiting, and the call could only wait for a timeout."""
-        current = ((body.get("status") or {}).get("run") or {}).get("driverPod")
-        pod = next((item for item in pods if item["metadata"]["name"] == current), None)
-        address = ((pod or {}).get("status") or {}).get("podIP")
-        if pod is None or pod["status"].get("phase") != "Running" or not address:
-            return None
-        if pod["metadata"].get("deletionTimestamp"):
+        address = current_driver_address(body, pods)
+        if address is None:
             return None
         token = self._token(body)
         if token is None:
@@ -239,10 +237,7 @@ class Reconciler:
             return None, True
 
     def _token(self, body: dict[str, Any]) -> str | None:
-        metadata = body["metadata"]
-        return self.kube.read_secret_value(
-            metadata["namespace"], names.control_secret(metadata["name"]), manifests.TOKEN_KEY
-        )
+        return control_token(self.kube, body["metadata"]["namespace"], body["metadata"]["name"])
 
     def _take_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
         """Mark the StreamingSavepoint InProgress, then ask the driver through the savepoint runner (off the reconcile
@@ -354,6 +349,11 @@ class Reconciler:
             logger.warning("rescale of %s/%s failed; will retry", metadata["namespace"], metadata["name"])
             return DRIVER_RETRY_SECONDS
         return None
+
+
+def control_token(kube: KubeClient, namespace: str, app: str) -> str | None:
+    """The bearer token of the app's drivers' control endpoint (None before the first attempt made it)."""
+    return kube.read_secret_value(namespace, names.control_secret(app), manifests.TOKEN_KEY)
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

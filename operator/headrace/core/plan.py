@@ -44,10 +44,12 @@ class RescaleInPlace:
 
 @dataclass(frozen=True)
 class CreateSavepointResource:
-    """Create the StreamingSavepoint that records a savepoint the operator takes."""
+    """Create the StreamingSavepoint that records a savepoint the operator takes (`dispose`: its files go with it,
+    spec.savepoints.disposeOnDelete)."""
 
     name: str
     reason: str
+    dispose: bool = False
 
 
 @dataclass(frozen=True)

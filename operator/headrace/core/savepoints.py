@@ -86,7 +86,9 @@ def _request(
     app = builder.app
     path = names.savepoint_dir(spec.state.savepointDir or "", app.namespace, app.name, name)
     if create:
-        builder.actions.append(CreateSavepointResource(name=name, reason=reason))
+        builder.actions.append(
+            CreateSavepointResource(name=name, reason=reason, dispose=spec.savepoints.disposeOnDelete)
+        )
     builder.actions.append(TakeSavepoint(name=name, pod=pod.name, address=pod.ip, path=path, reason=reason, stop=stop))
     builder.requeue(0)
 

@@ -40,6 +40,7 @@ from headrace.runtime.savepoint import (
     SavepointError,
     SavepointSource,
     default_path,
+    dispose_savepoint,
     take_savepoint,
 )
 from headrace.runtime.settings import RuntimeSettings
@@ -358,6 +359,16 @@ class Agent:
         log.warning("the script did not return after stop-with-savepoint; exiting")
         termination.write_termination_message(self.settings.termination_message_path, self._stop_outcome)
         os._exit(self._stop_outcome.exit_code)
+
+    def dispose_savepoint(self, path: str) -> dict[str, Any]:
+        """Delete one savepoint directory of this app (the operator's disposeOnDelete); refused (400) for any
+        path that is not a direct child of HEADRACE_SAVEPOINT_DIR."""
+        if self._fs is None:
+            raise ActionError(HTTPStatus.CONFLICT, "no SparkContext yet")
+        try:
+            return dispose_savepoint(self._fs, self.settings.savepoint_dir, path)
+        except SavepointError as error:
+            raise ActionError(HTTPStatus.BAD_REQUEST, str(error)) from None
 
     def rescale(self, executors: int) -> dict[str, Any]:
         if self._spark is None:

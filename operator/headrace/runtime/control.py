@@ -1,8 +1,9 @@
 """The driver's authenticated HTTP control endpoint (paths from the runtime contract).
 
-Owns: routing ``GET /v1/status``, ``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint`` and
-``POST /v1/rescale`` to :class:`ControlActions`, bearer-token checks (no token configured: every
-control request is refused), JSON bodies and error statuses, and ``GET /healthz`` without a token.
+Owns: routing ``GET /v1/status``, ``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint``,
+``POST /v1/rescale`` and ``POST /v1/dispose-savepoint`` to :class:`ControlActions`, bearer-token
+checks (no token configured: every control request is refused), JSON bodies and error statuses,
+and ``GET /healthz`` without a token.
 Never: implements the actions; it only parses, authorizes, calls and answers.
 """
 
@@ -43,6 +44,10 @@ class ControlActions(Protocol):
         ...
 
     def rescale(self, executors: int) -> dict[str, Any]: ...
+
+    def dispose_savepoint(self, path: str) -> dict[str, Any]:
+        """Delete one savepoint directory under this app's savepoint root."""
+        ...
 
 
 def authorized(header: str | None, token: str | None) -> bool:
@@ -131,6 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
                 contract.PATH_SAVEPOINT: self._savepoint,
                 contract.PATH_STOP_WITH_SAVEPOINT: self._stop_with_savepoint,
                 contract.PATH_RESCALE: self._rescale,
+                contract.PATH_DISPOSE_SAVEPOINT: self._dispose_savepoint,
             }
         )
 
@@ -139,6 +145,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _rescale(self) -> None:
         self._reply(HTTPStatus.OK, self.actions.rescale(_executors_field(self._body())))
+
+    def _dispose_savepoint(self) -> None:
+        path = _string_field(self._body(), "path", None)
+        if not path:
+            raise ActionError(HTTPStatus.BAD_REQUEST, "field 'path' is required")
+        self._reply(HTTPStatus.OK, self.actions.dispose_savepoint(path))
 
     def _savepoint(self) -> None:
         body = self._body()

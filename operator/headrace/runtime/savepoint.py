@@ -2,8 +2,9 @@
 
 Owns: copying the files :func:`checkpoint_files.select_committed_prefix` selects through Hadoop's
 FileSystem API, the savepoint metadata file (written last: a savepoint without it is incomplete),
-reading a savepoint's metadata back, and for a stopped job checking before and after the copy that
-every query's offsets, commits and file-sink logs end at the batch it records (else no savepoint).
+reading a savepoint's metadata back, for a stopped job checking before and after the copy that
+every query's offsets, commits and file-sink logs end at the batch it records (else no savepoint),
+and disposing of one savepoint directory (a direct child of this app's savepoint root only).
 Never: pauses, stops or restarts a query (stop-with-savepoint stops them before calling here).
 """
 
@@ -18,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
+
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 
 from headrace.api.runtime_contract import SAVEPOINT_METADATA_FILE
 from headrace.runtime.checkpoint_files import (
@@ -201,3 +205,31 @@ def read_savepoint(fs: HadoopFileSystem, path: str) -> dict[str, Any]:
     if record.get("formatVersion") != FORMAT_VERSION:
         raise SavepointError(f"{path} has savepoint format {record.get('formatVersion')}, expected {FORMAT_VERSION}")
     return record
+
+
+def dispose_savepoint(fs: HadoopFileSystem, savepoint_root: str | None, path: str) -> dict[str, Any]:
+    """Delete the savepoint directory `path`, which must be a direct child of `savepoint_root` (this app's
+    `<savepointDir>/<namespace>/<app>/`): compared as the file system qualifies both (scheme, bucket or host,
+    normalised path), so `..`, another bucket or another scheme never reach a delete. Deleting a directory
+    that is already gone succeeds (``deleted`` false). :class:`SavepointError` names a refused path."""
+    if not savepoint_root:
+        raise SavepointError("HEADRACE_SAVEPOINT_DIR is not set: this driver deletes no savepoint")
+    raw_name = path.rstrip("/").rpartition("/")[2]
+    if any(segment in (".", "..") for segment in path.split("/")) or raw_name in ("", ".", "..") or "\\" in path:
+        raise SavepointError(f"{path!r} is not a savepoint directory name under {savepoint_root}")
+    root = fs.qualify(savepoint_root).rstrip("/")
+    scheme = urlsplit(path).scheme
+    if scheme and scheme.lower() != urlsplit(root).scheme.lower():  # never opens another file system
+        raise SavepointError(f"{path!r} is not on the file system of this app's savepoint root {root}")
+    try:
+        qualified = fs.qualify(path).rstrip("/")
+    except Py4JError as error:
+        raise SavepointError(f"{path!r} cannot be resolved: {error}") from None
+    parent, _, name = qualified.rpartition("/")
+    if parent != root or name != raw_name:
+        raise SavepointError(f"{path!r} is not directly under this app's savepoint root {root}")
+    existed = fs.exists(qualified)
+    if existed:
+        fs.delete(qualified)
+    log.info("savepoint %s %s", qualified, "deleted" if existed else "was already gone")
+    return {"path": qualified, "deleted": existed}

@@ -154,6 +154,12 @@ def test_the_operators_savepoint_carries_the_created_by_label() -> None:
     created = kube.savepoints[(NAMESPACE, "sp-9")]
     assert created["metadata"]["labels"][names.CREATED_BY] == names.CREATED_BY_OPERATOR
     assert created["spec"] == {"appName": APP, "reason": "periodic"}
+    reconciler._act(kube.apps[(NAMESPACE, APP)], CreateSavepointResource(name="sp-10", reason="periodic", dispose=True))
+    assert kube.savepoints[(NAMESPACE, "sp-10")]["spec"] == {
+        "appName": APP,
+        "reason": "periodic",
+        "disposeOnDelete": True,
+    }
 
 
 def _failed_pod(reason: str | None) -> dict[str, Any]:
