@@ -76,10 +76,13 @@ def rows(schema: dict[str, Any], prefix: str) -> Iterator[tuple[str, dict[str, A
         path = f"{prefix}.{name}"
         yield path, sub, name in schema.get("required", [])
         items = sub.get("items", {})
+        values = sub.get("additionalProperties")
         if "properties" in sub:
             yield from rows(sub, path)
         elif "properties" in items:
             yield from rows(items, path + "[]")
+        elif isinstance(values, dict) and "properties" in values:  # a map's values: the fields of each
+            yield from rows(values, path)
 
 
 def _default(schema: dict[str, Any]) -> str:

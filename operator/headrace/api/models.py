@@ -115,6 +115,13 @@ DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]{1,253}$"
 
 
+class SecretKeyRef(Model):
+    """One key of a Secret in the app's namespace (as an EnvVar's `valueFrom.secretKeyRef`)."""
+
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the Secret.")]
+    key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, description="Key in the Secret.")]
+
+
 class S3CredentialsSecret(Model):
     """A Secret in the app's namespace holding an S3 access key pair. The operator passes both keys to the
     driver and executor containers as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (secretKeyRef), which the
@@ -393,7 +400,16 @@ class StreamingAppSpec(Model):
     sparkConf: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Spark configuration. Keys the operator owns (spark.master, checkpoint location, ...) are "
-        "refused with a message naming the field that sets them.",
+        "refused with a message naming the field that sets them. Values are stored in a ConfigMap and in the "
+        "status: settings that carry secrets (passwords, tokens, keys) are refused here; use sparkConfFromSecrets.",
+    )
+    sparkConfFromSecrets: dict[str, SecretKeyRef] = Field(
+        default_factory=dict,
+        description="Spark settings whose values come from Secrets of the app's namespace: Spark key -> "
+        "{name, key} of the Secret. The driver gets each value as a secretKeyRef environment variable and the "
+        "runtime adds it to the SparkConf (executors receive it from the driver over Spark's authenticated, "
+        "encrypted RPC); the value never enters a ConfigMap, the status or an Event. The rules of sparkConf "
+        "keys apply.",
     )
     driver: DriverSpec = Field(default_factory=DriverSpec)
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)

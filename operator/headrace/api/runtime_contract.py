@@ -31,6 +31,10 @@ ENV_CONTROL_TOKEN: Final = "HEADRACE_CONTROL_TOKEN"  # bearer token; requests wi
 ENV_METRICS_PORT: Final = "HEADRACE_METRICS_PORT"
 ENV_POD_IP: Final = "HEADRACE_POD_IP"  # from the downward API; becomes spark.driver.host
 ENV_POD_NAME: Final = "HEADRACE_POD_NAME"  # becomes spark.kubernetes.driver.pod.name
+# JSON {Spark key: name of the variable holding its value} for spec.sparkConfFromSecrets; each variable is a
+# secretKeyRef (named ENV_SPARK_CONF_SECRET_PREFIX + index), so values are never in the pod spec or a ConfigMap
+ENV_SPARK_CONF_SECRETS: Final = "HEADRACE_SPARK_CONF_SECRETS"
+ENV_SPARK_CONF_SECRET_PREFIX: Final = "HEADRACE_SPARK_CONF_SECRET_"
 
 DEFAULT_CONTROL_PORT: Final = 4048
 DEFAULT_METRICS_PORT: Final = 9464

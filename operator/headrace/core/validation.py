@@ -60,6 +60,15 @@ OWNED_SPARK_CONF: dict[str, str] = {
 # Suffixes of S3A keys that carry credentials: sparkConf is stored in a ConfigMap, so they are refused
 # (also per bucket, spark.hadoop.fs.s3a.bucket.<name>.<suffix>).
 S3A_SECRET_SUFFIXES = (".access.key", ".secret.key", ".session.token", ".encryption.key", ".server-side-encryption.key")
+# Settings that carry secrets, by the end of the (normalised) key: S3A's above; Azure storage account keys
+# (fs.azure.account.key[.<account>...]) and OAuth client secrets; GCS service account private keys; Kafka's
+# JAAS configuration (it holds the password); and any last segment naming a password, secret, token or
+# credential (spark.ssl.keyStorePassword, Kafka's ssl.*.password, Hive's javax.jdo.option.ConnectionPassword,
+# Iceberg catalogs' credential and token, ...). They belong in sparkConfFromSecrets.
+SECRET_KEY_SUFFIXES = (*S3A_SECRET_SUFFIXES, ".private.key", ".sasl.jaas.config", ".account.key", ".client.secret")
+SECRET_KEY_INFIXES = (".account.key.",)  # fs.azure.account.key.<account>.dfs.core.windows.net
+SECRET_LAST_SEGMENTS = ("password", "passwd", "secret", "secretkey", "token", "credential", "credentials", "apikey")
+CONF_FROM_SECRETS = "spec.sparkConfFromSecrets"
 S3_CREDENTIAL_ENV_NAMES = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 NODE_LOCAL_VOLUME_TYPES = frozenset({"hostPath", "emptyDir"})
 # Whole families of keys the operator owns: prefix -> where the user sets it instead.
@@ -155,23 +164,49 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(char) in {"Cc", "Cf", "Zl", "Zp"} for char in text)
 
 
-def spark_conf_problem(key: str, value: str) -> str | None:
-    """Why a user's sparkConf entry is refused (None: it may be set)."""
+def carries_secret(key: str) -> bool:
+    """Whether a Spark key evidently holds a secret (a password, key, token or credential)."""
+    normal = normalize_key(key)
+    last = normal.rsplit(".", 1)[-1]
+    return (
+        normal.endswith(SECRET_KEY_SUFFIXES)
+        or any(infix in normal for infix in SECRET_KEY_INFIXES)
+        or last.endswith(SECRET_LAST_SEGMENTS)
+    )
+
+
+def spark_key_problem(key: str) -> str | None:
+    """Why a Spark key may not be set by the user at all (malformed, or owned by the operator)."""
     if not _KEY_PATTERN.match(key):
         return (
             f"{key!r} is not a Spark key: keys are letters, digits and . _ - * [ ] / @ + (no whitespace, "
             "'=', ':' or control characters); fix the key"
         )
-    normal = normalize_key(key)
-    if normal.startswith(("spark.hadoop.fs.s3a.", "spark.hadoop.fs.s3.")) and normal.endswith(S3A_SECRET_SUFFIXES):
-        return (
-            f"{key} would put a credential in the app's ConfigMap; put it in a Secret and reference it with "
-            "spec.state.s3.credentialsSecret"
-        )
     owner = spark_conf_owner(key)
     if owner is not None:
         fix = f"set {owner} instead" if owner.startswith(("spec.", "metadata.")) else "remove it"
         return f"{key} is owned by {owner}; {fix}"
+    return None
+
+
+def spark_conf_problem(key: str, value: str) -> str | None:
+    """Why a user's sparkConf entry is refused (None: it may be set)."""
+    if not _KEY_PATTERN.match(key):
+        return spark_key_problem(key)
+    normal = normalize_key(key)
+    if normal.startswith(("spark.hadoop.fs.s3a.", "spark.hadoop.fs.s3.")) and normal.endswith(S3A_SECRET_SUFFIXES):
+        return (
+            f"{key} would put a credential in the app's ConfigMap and status; reference the Secret with "
+            f"spec.state.s3.credentialsSecret or {CONF_FROM_SECRETS}"
+        )
+    why = spark_key_problem(key)
+    if why is not None:
+        return why
+    if carries_secret(key):
+        return (
+            f"{key} carries a secret, and sparkConf is stored in the app's ConfigMap and status; move it to "
+            f'{CONF_FROM_SECRETS}["{key}"] as {{name, key}} of a Secret'
+        )
     if _has_control(value) or value != value.strip():
         return "the value has control characters (such as a newline) or surrounding whitespace; remove them"
     return None
@@ -183,6 +218,13 @@ def _spark_conf_problems(spec: StreamingAppSpec) -> list[Problem]:
         why = spark_conf_problem(key, spec.sparkConf[key])
         if why is not None:
             problems.append(Problem(f'spec.sparkConf["{key}"]', why))
+    plain = {normalize_key(key) for key in spec.sparkConf}
+    for key in sorted(spec.sparkConfFromSecrets):
+        why = spark_key_problem(key)
+        if why is None and normalize_key(key) in plain:
+            why = f"{key} is also set in spec.sparkConf; keep one of the two"
+        if why is not None:
+            problems.append(Problem(f'{CONF_FROM_SECRETS}["{key}"]', why))
     return problems
 
 

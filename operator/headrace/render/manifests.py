@@ -12,7 +12,7 @@ import yaml
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
-from headrace.core.validation import spark_conf_problem
+from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import security
 from headrace.render.merge import merge
 from headrace.render.quantities import pod_memory
@@ -150,6 +150,23 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
     return {**conf, **user}
 
 
+def spark_conf_from_secrets_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """spec.sparkConfFromSecrets as driver environment: one secretKeyRef variable per setting (the value stays
+    in the Secret) and a map from Spark key to variable name, which the runtime applies to the SparkConf.
+    Executors need none: they receive the driver's settings over Spark's authenticated, encrypted RPC."""
+    keys = sorted(key for key in spec.sparkConfFromSecrets if spark_key_problem(key) is None)
+    if not keys:
+        return []
+    variables = {key: f"{contract.ENV_SPARK_CONF_SECRET_PREFIX}{index}" for index, key in enumerate(keys)}
+    env: list[dict[str, Any]] = [
+        {"name": contract.ENV_SPARK_CONF_SECRETS, "value": json.dumps(variables, sort_keys=True)},
+    ]
+    for key, variable in variables.items():
+        ref = spec.sparkConfFromSecrets[key]
+        env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    return env
+
+
 def render_spark_defaults(conf: dict[str, str]) -> str:
     """The text of spark-defaults.conf (escaped as Spark reads it: `headrace.api.spark_defaults`)."""
     return spark_defaults.render(conf)
@@ -249,6 +266,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
             "valueFrom": {"secretKeyRef": {"name": names.control_secret(attempt.app), "key": TOKEN_KEY}},
         },
         *s3_credentials_env(spec),
+        *spark_conf_from_secrets_env(spec),
     ]
     return env + [variable.model_dump() for variable in spec.driver.env]
 

@@ -51,6 +51,8 @@ class RuntimeSettings:
     termination_message_path: str = contract.TERMINATION_MESSAGE_PATH
     local_master: str = "local[2]"
     expected_commits: Mapping[str, int] = field(default_factory=dict)  # query key -> last batch seen committed
+    # Spark settings from spec.sparkConfFromSecrets (key -> value); never printed
+    secret_conf: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def bounded(self) -> bool:
@@ -117,6 +119,28 @@ def _commits(env: Mapping[str, str], name: str) -> dict[str, int]:
     return value
 
 
+def _secret_conf(env: Mapping[str, str], name: str) -> dict[str, str]:
+    """The Spark settings whose values the operator passed as secretKeyRef variables (never in a message)."""
+    raw = _optional(env, name)
+    if raw is None:
+        return {}
+    try:
+        variables = json.loads(raw)
+    except json.JSONDecodeError:
+        raise SettingsError(f"{name} is not JSON: {raw[:200]!r}") from None
+    if not isinstance(variables, dict) or not all(
+        isinstance(key, str)
+        and isinstance(variable, str)
+        and variable.startswith(contract.ENV_SPARK_CONF_SECRET_PREFIX)
+        for key, variable in variables.items()
+    ):
+        raise SettingsError(f"{name} must map Spark keys to {contract.ENV_SPARK_CONF_SECRET_PREFIX}* variables")
+    missing = sorted(variable for variable in variables.values() if variable not in env)
+    if missing:
+        raise SettingsError(f"{name} names variables that are not set: {', '.join(missing)}")
+    return {key: env[variable] for key, variable in variables.items()}
+
+
 def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
     """Parse the runtime's environment; raise :class:`SettingsError` naming the bad variable."""
     attempt = _integer(env, contract.ENV_ATTEMPT, 1, 1)
@@ -144,4 +168,5 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         termination_message_path=_optional(env, ENV_TERMINATION_MESSAGE_PATH) or contract.TERMINATION_MESSAGE_PATH,
         local_master=_optional(env, ENV_LOCAL_MASTER) or "local[2]",
         expected_commits=_commits(env, contract.ENV_EXPECTED_COMMITS),
+        secret_conf=_secret_conf(env, contract.ENV_SPARK_CONF_SECRETS),
     )

@@ -1,7 +1,8 @@
 """Spark configuration that only the driver pod knows, merged into a private SPARK_CONF_DIR.
 
-Owns: reading the operator's mounted ``spark-defaults.conf``, adding the runtime's keys (state
-store backend, state partitions, driver host, pod name, master) and writing the merged file into
+Owns: reading the operator's mounted ``spark-defaults.conf``, adding the settings whose values come
+from Secrets (``spec.sparkConfFromSecrets``, passed as secretKeyRef variables) and the runtime's keys
+(state store backend, state partitions, driver host, pod name, master) and writing the merged file into
 the runtime's own configuration directory before the JVM starts (the file format is
 ``headrace.api.spark_defaults``). The runtime alone sets the state keys: the operator passes them
 as HEADRACE_STATE_BACKEND and HEADRACE_STATE_PARTITIONS.
@@ -63,6 +64,7 @@ def merged_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str,
     merged = dict(base)
     merged.setdefault("spark.app.name", settings.app_name)
     merged.setdefault("spark.ui.showConsoleProgress", "false")
+    merged.update(settings.secret_conf)  # spec.sparkConfFromSecrets (the operator checked the keys)
     merged.update(state_store_conf(settings))
     merged.update(pod_conf(settings, base))
     return merged
@@ -83,5 +85,6 @@ def prepare_conf_dir(settings: RuntimeSettings, source_dir: str | None, target_d
         if defaults.is_file():
             base = spark_defaults.parse(defaults.read_text(encoding="utf-8"))
     conf = merged_conf(settings, base)
+    target_dir.chmod(0o700)  # it may hold values from Secrets: readable by the runtime's user only
     (target_dir / DEFAULTS_FILE).write_text(spark_defaults.render(conf, header=HEADER), encoding="utf-8")
     return conf
