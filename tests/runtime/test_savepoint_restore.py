@@ -156,6 +156,17 @@ def first_run(workspace: Workspace) -> Workspace:
         saved_batch = workspace.savepoints["A"]["queries"][0]["batchId"]
         process.wait_until(lambda: len(commits(checkpoint)) >= saved_batch + 4, 300, "commits after savepoint")
         observed["commit_times"] = commit_times(checkpoint)
+        # disposeOnDelete's call: a throwaway savepoint is deleted, paths outside the root are refused
+        _, disposable = process.request("POST", contract.PATH_SAVEPOINT, {"reason": "manual"})
+        dispose = contract.PATH_DISPOSE_SAVEPOINT
+        observed["dispose_refused"] = [
+            process.request("POST", dispose, {"path": path})[0]
+            for path in (str(workspace.root / "r1"), disposable["path"] + "/../..", str(workspace.root / "savepoints"))
+        ]
+        observed["dispose_existed"] = Path(disposable["path"].removeprefix("file:")).is_dir()
+        observed["dispose"] = process.request("POST", dispose, {"path": disposable["path"]})
+        observed["dispose_again"] = process.request("POST", dispose, {"path": disposable["path"]})
+        observed["dispose_left"] = Path(disposable["path"].removeprefix("file:")).exists()
     finally:
         process.kill()
     return workspace
@@ -224,6 +235,18 @@ def restores(stopped_run: Workspace, sentinel: None) -> dict[str, tuple[int, Run
     finally:
         for process in processes.values():
             process.kill()
+
+
+def test_dispose_deletes_a_savepoint_directory_only_under_the_savepoint_root(first_run: Workspace) -> None:
+    observed = first_run.observations
+    assert observed["dispose_refused"] == [400, 400, 400]  # another directory, traversal, the root itself
+    assert observed["dispose_existed"] is True
+    status, answer = observed["dispose"]
+    assert status == 200 and answer["deleted"] is True
+    assert observed["dispose_again"][0] == 200 and observed["dispose_again"][1]["deleted"] is False
+    assert observed["dispose_left"] is False
+    assert (first_run.root / "r1" / "q0" / "commits").is_dir()  # the refused paths are untouched
+    assert Path(first_run.savepoints["A"]["path"].removeprefix("file:")).is_dir()
 
 
 def test_control_endpoint_refuses_missing_or_wrong_token(first_run: Workspace) -> None:
