@@ -49,4 +49,4 @@ def test_status_rescale_suspend_resume_savepoint(
     saved = client.CustomObjectsApi(api).get_namespaced_custom_object(
         models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, "cli-before-migration"
     )
-    assert saved["spec"] == {"appName": "cli", "reason": "manual"}
+    assert saved["spec"] == {"appName": "cli", "reason": "manual", "disposeOnDelete": False}  # the schema default
