@@ -4,9 +4,13 @@ Prints, for each N: p50/p99/max latency from the app's create call returning to 
 seen through a watch, the operator's CPU seconds and peak RSS over the run, and the baseline RSS of
 the idle operator measured in the same run; then the API requests per app, by verb and resource, that
 the API server counted (its `apiserver_request_total`) for the kinds only the operator writes or reads
-this way. Run: `uv run python bench/operator_scale.py [N ...]`. With `--running N ... [--storm S]` and
-`--peer N`, the scenarios with Running pods on simulated nodes, the restart storm, and the Kubeflow Spark
-operator beside Headrace run first (see bench/scale_running.py).
+this way, and the reconciliations per app (the operator's `headrace_reconciles_total`).
+With `--baseline DIR` (a directory holding another version's `headrace` package, e.g. the `operator/`
+of a worktree at an older commit) each N runs that operator too, right before this one, against the
+same API server, and the figures are printed side by side with their ratio.
+Run: `PYTHONPATH=. uv run python bench/operator_scale.py [N ...] [--baseline DIR]`. With `--running N ...
+[--storm S]` and `--peer N`, the scenarios with Running pods on simulated nodes, the restart storm, and the
+Kubeflow Spark operator beside Headrace run first (see bench/scale_running.py).
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ _OPERATOR_REQUESTS = {
     ("", "events", ""): ("POST", "PATCH"),
     ("rbac.authorization.k8s.io", "roles", ""): ("GET", "LIST", "POST", "DELETE"),
     ("rbac.authorization.k8s.io", "rolebindings", ""): ("GET", "LIST", "POST", "DELETE"),
+    ("networking.k8s.io", "networkpolicies", ""): ("GET", "LIST", "POST", "DELETE"),
 }
 
 
@@ -105,8 +110,18 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
-    """One round: a fresh operator, a fresh namespace, `count` apps."""
+def _reconciles(operator: OperatorProcess) -> float:
+    """The operator's reconciliations so far, whatever their outcome."""
+    total = 0.0
+    for family in text_string_to_metric_families(operator.metrics()):
+        if family.name == "headrace_reconciles":
+            total += sum(sample.value for sample in family.samples if sample.name.endswith("_total"))
+    return total
+
+
+def measure(plane: ControlPlane, count: int, workdir: Path, source: Path | None = None) -> dict[str, Any]:
+    """One round: a fresh operator (its `headrace` package from `source`, else this one), a fresh namespace,
+    `count` apps."""
     with plane.api_client() as api:
         namespace = create_namespace(api)
         seen: dict[str, float] = {}
@@ -125,7 +140,9 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
         watcher = threading.Thread(target=watch_pods, daemon=True)
         watcher.start()
         time.sleep(1)
-        with OperatorProcess(plane.kubeconfig, workdir / f"op-{count}", verbose=False) as operator:
+        env = {"PYTHONPATH": str(source)} if source is not None else {}
+        label = "baseline" if source is not None else "current"
+        with OperatorProcess(plane.kubeconfig, workdir / f"op-{label}-{count}", env, verbose=False) as operator:
             assert operator.process is not None
             pid = operator.process.pid
             time.sleep(2)
@@ -136,6 +153,7 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
             created: dict[str, float] = {}
             custom = client.CustomObjectsApi(api)
             requests_before = _request_counts(api)
+            reconciles_before = _reconciles(operator)
 
             def create(index: int) -> None:
                 name = f"app-{index:04d}"
@@ -157,6 +175,7 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
             sampler.join()
             cpu = _cpu_seconds(pid) - cpu_before
             requests = _per_app(requests_before, _request_counts(api), count)
+            reconciles = (_reconciles(operator) - reconciles_before) / count
         latencies = [seen[name] - created[name] for name in created if name in seen]
         return {
             "apps": count,
@@ -169,7 +188,29 @@ def measure(plane: ControlPlane, count: int, workdir: Path) -> dict[str, Any]:
             "operator_idle_rss_mb": idle_rss / 2**20,
             "operator_peak_rss_mb": sampler.peak / 2**20,
             "requests_per_app": requests,
+            "reconciles_per_app": reconciles,
         }
+
+
+def _report(name: str, result: dict[str, Any]) -> None:
+    print(
+        f"{name} N={result['apps']:.0f}: create->driver pod p50 {result['p50_s']:.2f}s p99 {result['p99_s']:.2f}s "
+        f"max {result['max_s']:.2f}s ({result['drivers_seen']:.0f} seen; create calls took "
+        f"{result['create_calls_s']:.1f}s); operator CPU {result['operator_cpu_s']:.1f}s, RSS idle "
+        f"{result['operator_idle_rss_mb']:.0f} MB, peak {result['operator_peak_rss_mb']:.0f} MB; "
+        f"{result['reconciles_per_app']:.2f} reconciliations per app",
+        flush=True,
+    )
+    requests = result["requests_per_app"]
+    listed = ", ".join(f"{key} {value:.2f}" for key, value in requests.items())
+    print(f"  API requests per app: {sum(requests.values()):.1f} ({listed})", flush=True)
+
+
+def _ratios(current: dict[str, Any], baseline: dict[str, Any]) -> str:
+    keys = ("p50_s", "p99_s", "operator_cpu_s", "operator_peak_rss_mb", "reconciles_per_app")
+    parts = [f"{key} {current[key] / baseline[key]:.2f}" for key in keys if baseline[key]]
+    requests = sum(current["requests_per_app"].values()) / sum(baseline["requests_per_app"].values())
+    return ", ".join([*parts, f"requests per app {requests:.2f}"])
 
 
 def main() -> None:
@@ -179,6 +220,7 @@ def main() -> None:
     parser.add_argument("--running", nargs="*", type=int, default=[], help="apps per round on KWOK nodes")
     parser.add_argument("--storm", type=int, default=200, help="Running drivers deleted at once in each such round")
     parser.add_argument("--peer", type=int, default=0, help="apps for Headrace beside the Kubeflow Spark operator")
+    parser.add_argument("--baseline", type=Path, help="a directory holding another version's headrace package")
     args = parser.parse_args()
     counts = args.counts or ([] if args.running or args.peer else [100, 500])
     ensure_control_plane_binaries()
@@ -194,17 +236,13 @@ def main() -> None:
             with plane.api_client() as api:
                 install_crds(api)
             for count in counts:
+                baseline = measure(plane, count, workdir, args.baseline) if args.baseline else None
+                if baseline is not None:
+                    _report("baseline", baseline)
                 result = measure(plane, count, workdir)
-                print(
-                    f"N={result['apps']:.0f}: create->driver pod p50 {result['p50_s']:.2f}s p99 {result['p99_s']:.2f}s "
-                    f"max {result['max_s']:.2f}s ({result['drivers_seen']:.0f} seen; create calls took "
-                    f"{result['create_calls_s']:.1f}s); operator CPU {result['operator_cpu_s']:.1f}s, RSS idle "
-                    f"{result['operator_idle_rss_mb']:.0f} MB, peak {result['operator_peak_rss_mb']:.0f} MB",
-                    flush=True,
-                )
-                requests = result["requests_per_app"]
-                listed = ", ".join(f"{key} {value:.2f}" for key, value in requests.items())
-                print(f"  API requests per app: {sum(requests.values()):.1f} ({listed})", flush=True)
+                _report("current", result)
+                if baseline is not None:
+                    print(f"  current / baseline: {_ratios(result, baseline)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Never: decisions (`headrace.core`), API calls (`headrace.adapters`), reconciling
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,9 +24,11 @@ from headrace.adapters.driver import DriverControl
 from headrace.adapters.kube import KubeClient
 from headrace.adapters.lease import LeaseClient
 from headrace.controller import leader
+from headrace.controller.cache import Cache, Verifier
 from headrace.controller.disposal import SavepointDisposer
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.reconciler import Reconciler
+from headrace.controller.verify import verify
 from headrace.controller.workqueue import Key, WorkQueue
 from headrace.settings import OperatorSettings
 
@@ -34,11 +37,12 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def build_queue(settings: OperatorSettings, metrics: OperatorMetrics) -> WorkQueue:
+def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: KubeClient, cache: Cache) -> WorkQueue:
     """The work queue whose workers reconcile apps (every app again at least every resync period)."""
     savepoints = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="savepoint")
     reconciler = Reconciler(
-        KubeClient(api_client()),
+        kube,
+        cache,
         DriverControl(),
         metrics,
         _now,
@@ -64,10 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics = OperatorMetrics(prometheus_client.REGISTRY)
     if settings.metrics_port:  # served before leader election: a standby shows headrace_operator_leader 0
         prometheus_client.start_http_server(settings.metrics_port)
-    queue = build_queue(settings, metrics)
+    kube, cache = KubeClient(api_client()), Cache()
+    queue = build_queue(settings, metrics, kube, cache)
     registry = kopf.OperatorRegistry()
     disposer = SavepointDisposer(KubeClient(api_client()), DriverControl(), _now)
-    handlers.register(registry, queue, settings.workers, dispose=disposer.dispose)
+    verifier = Verifier(functools.partial(verify, kube, cache, settings.namespaces), queue.add, settings.resync_seconds)
+    handlers.register(registry, queue, cache, settings.workers, verifier=verifier, dispose=disposer.dispose)
 
     def run() -> bool:
         """Run kopf until it stops; True once no reconcile runs any more."""

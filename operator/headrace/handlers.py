@@ -1,11 +1,21 @@
-"""kopf glue: watch StreamingApps, their StreamingSavepoints and driver pods, and feed the work queue.
+"""kopf glue: watch StreamingApps, their StreamingSavepoints and driver pods; feed the cache and the work queue.
 
-Every handler only unpacks and enqueues; the reconciler decides. Event handlers (unlike kopf's
-change handlers and daemons) put no finalizers or annotations on anyone's objects, so deleting an
-app never waits for the operator. The one exception: a StreamingSavepoint with spec.disposeOnDelete
-carries the finalizer `FINALIZER` (kopf adds it to those only), and its deletion handler hands the
-disposal of its files to `dispose` (`headrace.controller.disposal`), which bounds its tries.
-`headrace.app` builds the queue and the disposer and registers these on its registry.
+Every handler is async and only files what it saw and enqueues; the reconciler decides. Per object kind:
+- an index handler puts each listed or changed object into the cache (`headrace.controller.cache`).
+  kopf runs index handlers for the initial listing of every kind before it runs any other handler, so
+  the first reconcile of an app already sees every driver pod and savepoint that existed at start;
+- an event handler removes deleted objects from the cache and queues the object's app, unless the event
+  is only the echo of the operator's own write (the reconciler already asked for what follows it), and
+  notices a watch that listed again after a break (the cache is then checked against a fresh list).
+The pod watch asks the API server only for Headrace's driver pods (a server-side label selector,
+`settings.watching.label_selectors`): other pods in the watched namespaces are never streamed. The
+StreamingApp and StreamingSavepoint watches need none: every object of those kinds is Headrace's, and a
+StreamingSavepoint made by hand may carry no labels at all.
+Event and index handlers (unlike kopf's change handlers and daemons) put no finalizers or annotations on
+anyone's objects, so deleting an app never waits for the operator. The one exception: a StreamingSavepoint
+with spec.disposeOnDelete carries the finalizer `FINALIZER` (kopf adds it to those only), and its deletion
+handler hands the disposal of its files to `dispose` (`headrace.controller.disposal`), which bounds its
+tries. `headrace.app` builds the queue, the cache and the disposer and registers these on its registry.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import Any
 import kopf
 
 from headrace.api import models, names
+from headrace.controller.cache import Cache, Kind, Verifier, on_event
 from headrace.controller.workqueue import WorkQueue
 
 logger = logging.getLogger(__name__)
@@ -27,9 +38,18 @@ FINALIZER = f"{models.GROUP}/dispose-savepoint-files"
 Dispose = Callable[[dict[str, Any], int, float], tuple[float, str] | None]
 
 
-def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int, dispose: Dispose | None = None) -> None:
-    """Register the handlers on `registry`; they start, feed and stop `queue` (run by `workers` workers) and,
-    with `dispose`, delete the files of StreamingSavepoints deleted with disposeOnDelete."""
+def register(
+    registry: kopf.OperatorRegistry,
+    queue: WorkQueue,
+    cache: Cache,
+    workers: int,
+    *,
+    verifier: Verifier,
+    dispose: Dispose | None = None,
+) -> None:
+    """Register the handlers on `registry`; they start, feed and stop `queue` (run by `workers` workers), feed
+    `cache`, run `verifier` (which checks the cache after a watch relisted, and periodically) and, with
+    `dispose`, delete the files of StreamingSavepoints deleted with disposeOnDelete."""
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -42,41 +62,27 @@ def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int, di
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        settings.watching.label_selectors["pods"] = names.DRIVER_SELECTOR  # server-side: only driver pods
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
         settings.persistence.finalizer = FINALIZER
         queue.start()
+        verifier.start()
         logger.info("headrace operator started with %d workers", workers)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         """Stop the workers."""
+        await verifier.stop()
         await queue.stop()
 
-    def enqueue(namespace: str | None, name: str | None) -> None:
-        if namespace and name:
-            queue.add((namespace, name))
+    for kind, resource in WATCHED.items():
+        _watch(registry, kind, resource, cache=cache, queue=queue, verifier=verifier)
+    if dispose is not None:
+        _dispose_on_delete(registry, dispose)
 
-    @kopf.on.event(models.GROUP, models.VERSION, models.APP_PLURAL, registry=registry)
-    def app_changed(namespace: str | None, name: str | None, **_: Any) -> None:
-        """Any change of a StreamingApp (including the initial listing at start) queues it."""
-        enqueue(namespace, name)
 
-    @kopf.on.event(models.GROUP, models.VERSION, models.SAVEPOINT_PLURAL, registry=registry)
-    def savepoint_changed(namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
-        """A StreamingSavepoint was created or finished: its app decides what follows."""
-        enqueue(namespace, spec.get("appName"))
-
-    labels = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.ROLE: names.ROLE_DRIVER}
-
-    @kopf.on.event("pods", labels=labels, registry=registry)
-    def driver_changed(namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
-        """A driver pod changed (started, failed, deleted): queue its app at once."""
-        enqueue(namespace, labels.get(names.APP))
-
-    if dispose is None:
-        return
-
+def _dispose_on_delete(registry: kopf.OperatorRegistry, dispose: Dispose) -> None:
     @kopf.on.delete(
         models.GROUP,
         models.VERSION,
@@ -92,3 +98,35 @@ def register(registry: kopf.OperatorRegistry, queue: WorkQueue, workers: int, di
         if waiting is not None:
             seconds, why = waiting
             raise kopf.TemporaryError(why, delay=seconds)
+
+
+WATCHED: dict[Kind, tuple[str, ...]] = {
+    "app": (models.GROUP, models.VERSION, models.APP_PLURAL),
+    "savepoint": (models.GROUP, models.VERSION, models.SAVEPOINT_PLURAL),
+    "pod": ("pods",),  # only driver pods: the label selector set at startup
+}
+
+
+def _watch(
+    registry: kopf.OperatorRegistry,
+    kind: Kind,
+    resource: tuple[str, ...],
+    *,
+    cache: Cache,
+    queue: WorkQueue,
+    verifier: Verifier,
+) -> None:
+    """One kind's two handlers: the index handler files each listed or changed object in the cache (before any
+    other handler runs at start); the event handler files deletions and queues the object's app."""
+
+    @kopf.index(*resource, id=f"{kind}-cache", registry=registry)
+    async def filed(body: kopf.Body, **_: Any) -> None:
+        cache.observed(kind, dict(body))
+
+    @kopf.on.event(*resource, id=f"{kind}-changed", registry=registry)
+    async def changed(event: kopf.RawEvent, **_: Any) -> None:
+        key, relisted = on_event(cache, kind, dict(event))
+        if relisted:
+            verifier.relisted()
+        if key is not None:
+            queue.add(key)

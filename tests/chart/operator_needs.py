@@ -139,10 +139,13 @@ def kopf_needs() -> set[Need]:
     import kopf
 
     from headrace import handlers
+    from headrace.controller.cache import Cache, Verifier
     from headrace.controller.workqueue import WorkQueue
 
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, WorkQueue(lambda key: None, workers=1), 1, dispose=lambda body, tries, waited: None)
+    queue = WorkQueue(lambda key: None, workers=1)
+    verifier = Verifier(set, queue.add, 300)
+    handlers.register(registry, queue, Cache(), 1, verifier=verifier, dispose=lambda body, tries, waited: None)
     needs = {Need("", "events", "create")}
     for handler in registry._watching.get_all_handlers():
         selector = handler.selector

@@ -20,6 +20,7 @@ ROLE = "headrace.dev/role"
 SPEC_HASH = "headrace.dev/spec-hash"
 ROLE_DRIVER = "driver"
 ROLE_EXECUTOR = "executor"
+DRIVER_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE},{ROLE}={ROLE_DRIVER}"  # every driver pod the operator made
 CREATED_BY = "headrace.dev/created-by"  # on StreamingSavepoints the operator made (retention deletes only those)
 CREATED_BY_OPERATOR = "operator"
 

@@ -3,6 +3,9 @@
 The status written before acting is the write-ahead log: a crash after it leaves
 `pendingOperation` behind, and the next reconciliation (of this or a restarted operator) resumes it.
 Each step (status written, before and after each action) is a failpoint the crash tests arm.
+What it observes comes from the watches' cache (`headrace.controller.cache`, which says why that is
+safe), not from the API server; every write's answer goes back into the cache, and a write or action
+whose watch event used to wake the app (now ignored as an echo) asks for the next reconciliation itself.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, assert_never
@@ -22,6 +26,7 @@ from headrace.adapters.kube import Conflict, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
+from headrace.controller.cache import Cache
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.observe import app_view, current_driver_address, observe
 from headrace.core.observation import Observation, Refusal
@@ -46,6 +51,11 @@ logger = logging.getLogger(__name__)
 
 CONFLICT_RETRY_SECONDS = 0.2
 DRIVER_RETRY_SECONDS = 5.0
+CREATE_THREADS = 16  # an attempt's independent objects are created at once, from every reconcile worker
+AGAIN = 0.0  # reconcile again at once: what the echo of the operator's own write used to trigger
+# After creating a driver pod, the next reconcile waits this long for the scheduler's answer (its watch event
+# wakes the app sooner), so one status write records the pod and where it stands instead of two.
+SCHEDULING_SECONDS = 1.0
 
 
 class Reconciler:
@@ -54,15 +64,17 @@ class Reconciler:
     def __init__(
         self,
         kube: KubeClient,
+        cache: Cache,
         driver: DriverControl,
         metrics: OperatorMetrics,
         clock: Callable[[], datetime],
-        policy: TenantPolicy = DEFAULT_POLICY,
         *,
+        policy: TenantPolicy = DEFAULT_POLICY,
         operator_namespace: str | None = None,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
+        self.cache = cache  # what the watches saw, and every write's answer (write-through)
         self.driver = driver
         self.metrics = metrics
         self.clock = clock
@@ -72,6 +84,7 @@ class Reconciler:
         self._run_savepoint = savepoint_runner or (lambda call: call())
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
         self._in_flight_lock = threading.Lock()
+        self._creates = ThreadPoolExecutor(max_workers=CREATE_THREADS, thread_name_prefix="create")
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -80,6 +93,7 @@ class Reconciler:
             delay = self._reconcile(namespace, name)
         except Conflict:
             self.metrics.reconciles.labels("conflict").inc()
+            self._refresh(namespace, name)
             return CONFLICT_RETRY_SECONDS
         except Exception:
             self.metrics.reconciles.labels("error").inc()
@@ -89,34 +103,48 @@ class Reconciler:
         self.metrics.reconciles.labels("success").inc()
         return delay
 
-    def _reconcile(self, namespace: str, name: str) -> float | None:
+    def _refresh(self, namespace: str, name: str) -> None:
+        """A write found the cached app stale (Conflict) or gone: read it once from the API server."""
         body = self.kube.get_app(namespace, name)
+        if body is None:
+            self.cache.forget("app", namespace, name)
+        else:
+            self.cache.observed("app", body)
+
+    def _write_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        written = self.kube.replace_app_status(body, status)
+        self.cache.wrote("app", written)
+        return written
+
+    def _reconcile(self, namespace: str, name: str) -> float | None:
+        body = self.cache.app(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.metrics.forget_app((namespace, name))
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
-            unreadable.hold(self.kube, body, view, self.clock())
+            unreadable.hold(self.kube, self.cache, body, view, self.clock())
             return None
-        pods = self.kube.list_driver_pods(namespace, name)
+        pods = self.cache.pods(namespace, name)
         driver_status, unanswered = self._ask_driver(body, pods)
         with self._in_flight_lock:
             in_flight = frozenset(item for space, item in self._in_flight if space == namespace)
         observation = observe(
             pods,
-            self.kube.list_savepoints(namespace, name),
+            self.cache.savepoints(namespace, name),
             driver_status,
             unanswered=unanswered,
             savepoints_in_flight=in_flight,
         )
         now = self.clock()
         plan = decide(view, observation, now)
+        delay = plan.requeue_after
         if plan.status != view.status:
-            body = self.kube.replace_app_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+            body = self._write_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+            delay = _after_status_write(plan)
             if (pending := plan.status.pendingOperation) is not None:
                 failpoints.hit(f"after-status:{pending.kind}/{pending.step}")
         self.metrics.record_decision((namespace, name), view.status, plan.status, now)
-        delay = plan.requeue_after
         for action in plan.actions:
             try:
                 delay = _sooner(delay, self._act(body, action))
@@ -128,6 +156,14 @@ class Reconciler:
             if isinstance(action, SetSavepointStatus):
                 self._record_settled_savepoint(action, observation, now)
         self._post_events(body, plan, now)
+        logger.debug(
+            "reconciled %s/%s: status %s, actions %s, again in %s",
+            namespace,
+            name,
+            "written" if plan.status != view.status else "unchanged",
+            [type(action).__name__ for action in plan.actions],
+            delay,
+        )
         return delay
 
     def _refused(
@@ -148,7 +184,10 @@ class Reconciler:
         refusal = Refusal(action.run, action.attempt, error.what, error.message, dry_run=action.check_only)
         plan = decide(view, replace(observation, refused=refusal), now)
         if plan.status != view.status:
-            body = self.kube.replace_app_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+            body = self._write_status(body, plan.status.model_dump(mode="json", exclude_none=True))
+            self.metrics.record_decision((metadata["namespace"], metadata["name"]), view.status, plan.status, now)
+            self._post_events(body, plan, now)
+            return AGAIN
         self.metrics.record_decision((metadata["namespace"], metadata["name"]), view.status, plan.status, now)
         self._post_events(body, plan, now)
         return plan.requeue_after
@@ -180,16 +219,20 @@ class Reconciler:
             return self._carry_out(body, action)
 
     def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: PLR0911 - one per kind
-        """Every kind of action has its case; a kind without one fails the type check (assert_never)."""
+        """Every kind of action has its case; a kind without one fails the type check (assert_never).
+        An action that changes what the cache holds asks for the next reconcile (AGAIN): its watch event is
+        an echo, and the cache already has the answer."""
         namespace = body["metadata"]["namespace"]
         match action:
             case EnsureDriver():
                 self._ensure_driver(body, action)
-                return None
+                return None if action.check_only else SCHEDULING_SECONDS
             case DeletePod():
                 logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
-                self.kube.delete_pod(namespace, action.name)
-                return None
+                deleting = self.kube.delete_pod(namespace, action.name)
+                if deleting is not None:
+                    self.cache.wrote("pod", deleting)
+                return AGAIN
             case RescaleInPlace():
                 return self._rescale(body, action)
             case CreateSavepointResource():
@@ -197,20 +240,33 @@ class Reconciler:
                 resource = savepoint_resource(
                     namespace, app, action.name, action.reason, operator_made=True, dispose=action.dispose
                 )
-                self.kube.create_savepoint(namespace, resource)
-                return None
+                self._wrote_savepoint(self.kube.create_savepoint(namespace, resource))
+                return AGAIN
             case TakeSavepoint():
                 self._take_savepoint(body, action)
-                return 0.0
+                return AGAIN
             case SetSavepointStatus():
                 status = {"phase": action.phase, "path": action.path, "message": action.message or None}
-                self.kube.patch_savepoint_status(namespace, action.name, {**status, "time": format_time(self.clock())})
-                return 0.0
+                self._patch_savepoint(namespace, action.name, {**status, "time": format_time(self.clock())})
+                return AGAIN
             case DeleteSavepointResource():
                 self.kube.delete_savepoint(namespace, action.name)
-                return None
+                self.cache.forget("savepoint", namespace, action.name)
+                return AGAIN
             case _:
                 assert_never(action)
+
+    def _wrote_savepoint(self, written: dict[str, Any] | None) -> None:
+        if written is not None:
+            self.cache.wrote("savepoint", written)
+
+    def _patch_savepoint(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self._wrote_savepoint(self.kube.patch_savepoint_status(namespace, name, status))
+
+    def _record_savepoint_outcome(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """The outcome of a savepoint call, written off the reconcile worker: not an echo, since its watch
+        event is what wakes the app to act on it."""
+        self.cache.observed("savepoint", self.kube.patch_savepoint_status(namespace, name, status))
 
     def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
         """The current driver's status document, when its pod runs, is not being deleted and answers (else None).
@@ -243,7 +299,7 @@ class Reconciler:
         """Mark the StreamingSavepoint InProgress, then ask the driver through the savepoint runner (off the reconcile
         worker): the outcome is recorded on the StreamingSavepoint, whose change wakes the app again."""
         namespace = body["metadata"]["namespace"]
-        self.kube.patch_savepoint_status(namespace, action.name, {"phase": "InProgress", "path": action.path})
+        self._patch_savepoint(namespace, action.name, {"phase": "InProgress", "path": action.path})
         key = (namespace, action.name)
         with self._in_flight_lock:
             self._in_flight.add(key)
@@ -273,13 +329,13 @@ class Reconciler:
             failpoints.hit("after:TakeSavepoint")
         except DriverUnavailable as error:
             logger.warning("savepoint %s/%s failed: %s", namespace, action.name, error)
-            self.kube.patch_savepoint_status(
+            self._record_savepoint_outcome(
                 namespace, action.name, {"phase": "Failed", "message": str(error), "time": format_time(self.clock())}
             )
             self.metrics.record_savepoint(action.reason, False, time.monotonic() - started)
             return
         batches = [query.get("batchId") for query in record.get("queries", []) if query.get("batchId") is not None]
-        self.kube.patch_savepoint_status(
+        self._record_savepoint_outcome(
             namespace,
             action.name,
             {
@@ -314,15 +370,29 @@ class Reconciler:
                 self.kube.create(obj, dry_run=True)
             return
         # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
-        if not self.kube.create(manifests.control_secret(attempt, secrets.token_urlsafe(32))):
+        # Everything but the pod is independent: created at once, then the pod, which needs its ServiceAccount
+        # (admission refuses a pod whose ServiceAccount does not exist) and mounts the Secret and ConfigMap.
+        *independent, pod = manifests.attempt_objects(attempt)
+        secret = manifests.control_secret(attempt, secrets.token_urlsafe(32))
+        created = self._create_all([secret, *independent])
+        if created[0] is None:
             self._complete_control_secret(attempt)
-        failpoints.hit("inside:EnsureDriver/Secret")
+        for obj in [secret, *independent]:
+            failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")
         if (attempt.run, attempt.attempt) != (1, 1):
             self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
             failpoints.hit("inside:EnsureDriver/pruned")
-        for obj in manifests.attempt_objects(attempt):
-            self.kube.create(obj)
-            failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")  # after the Pod: the same as after:EnsureDriver
+        made = self.kube.create(pod)
+        if made is not None:
+            self.cache.wrote("pod", made)  # the next reconcile sees its driver before the watch reports it
+        failpoints.hit("inside:EnsureDriver/Pod")  # the same as after:EnsureDriver
+
+    def _create_all(self, objects: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """Create independent objects concurrently; each one's answer (None: it existed). The first refusal, in
+        the objects' order, is raised once every create has finished."""
+        futures = [self._creates.submit(self.kube.create, obj) for obj in objects]
+        wait(futures)
+        return [future.result() for future in futures]
 
     def _complete_control_secret(self, attempt: manifests.Attempt) -> None:
         """An existing control Secret made by an older operator gains the keys derived from its token that
@@ -354,6 +424,13 @@ class Reconciler:
 def control_token(kube: KubeClient, namespace: str, app: str) -> str | None:
     """The bearer token of the app's drivers' control endpoint (None before the first attempt made it)."""
     return kube.read_secret_value(namespace, names.control_secret(app), manifests.TOKEN_KEY)
+
+
+def _after_status_write(plan: Plan) -> float:
+    """When to decide again after writing the status: at once (as its echo used to wake the app), unless a
+    driver pod is being created (then its scheduling is waited for, see SCHEDULING_SECONDS)."""
+    creating = any(isinstance(action, EnsureDriver) and not action.check_only for action in plan.actions)
+    return SCHEDULING_SECONDS if creating else AGAIN
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

@@ -2,7 +2,8 @@
 
 `FakeKube` stands in for `KubeClient` (the only object the reconciler asks the API server through): it
 holds apps, savepoints, pods and secrets, and records every write as a `(method, name)` call.
-`FakeDriver` stands in for `DriverControl` and records what it was asked.
+`FakeCache` stands in for the watches' cache: it reads the fake cluster's dicts as they are (a cache
+always up to date). `FakeDriver` stands in for `DriverControl` and records what it was asked.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from headrace.adapters.driver import DriverControl
 from headrace.adapters.kube import KubeClient
 from headrace.api import runtime_contract as contract
+from headrace.controller.cache import Cache, Kind
 
 
 class FakeKube(KubeClient):
@@ -40,24 +42,20 @@ class FakeKube(KubeClient):
         stored["status"] = copy.deepcopy(status)
         return copy.deepcopy(stored)
 
-    def patch_app_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_app_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("patch_app_status", name))
         self.apps[(namespace, name)].setdefault("status", {}).update(copy.deepcopy(status))
+        return copy.deepcopy(self.apps[(namespace, name)])
 
-    def list_savepoints(self, namespace: str, app: str) -> list[dict[str, Any]]:
-        return [
-            copy.deepcopy(item)
-            for (space, _), item in self.savepoints.items()
-            if space == namespace and item["spec"]["appName"] == app
-        ]
-
-    def create_savepoint(self, namespace: str, body: dict[str, Any]) -> None:
+    def create_savepoint(self, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
         self.calls.append(("create_savepoint", body["metadata"]["name"]))
         self.savepoints[(namespace, body["metadata"]["name"])] = copy.deepcopy(body)
+        return copy.deepcopy(body)
 
-    def patch_savepoint_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_savepoint_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("patch_savepoint_status", name))
         self.savepoints[(namespace, name)].setdefault("status", {}).update(status)
+        return copy.deepcopy(self.savepoints[(namespace, name)])
 
     def delete_savepoint(self, namespace: str, name: str) -> None:
         self.calls.append(("delete_savepoint", name))
@@ -70,26 +68,26 @@ class FakeKube(KubeClient):
             if space == namespace and pod["metadata"]["labels"].get("headrace.dev/app") == app
         ]
 
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any] | None:
         self.calls.append(("delete_pod", name))
         self.pods.pop((namespace, name), None)
+        return None
 
-    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> bool:
+    def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         metadata = obj["metadata"]
         self.calls.append((f"create {obj['kind']}", metadata["name"]))
         if dry_run:
-            return True
+            return copy.deepcopy(obj)
         self.created.append(copy.deepcopy(obj))
         key = (metadata["namespace"], metadata["name"])
-        if obj["kind"] == "Pod":
-            existed = key in self.pods
-            self.pods.setdefault(key, copy.deepcopy(obj))
-            return not existed
-        if obj["kind"] == "Secret":
-            existed = key in self.secrets
-            self.secrets.setdefault(key, dict(obj.get("stringData") or {}))
-            return not existed
-        return True
+        stores: dict[str, dict[tuple[str, str], Any]] = {"Pod": self.pods, "Secret": self.secrets}
+        store = stores.get(obj["kind"])
+        if store is None:
+            return copy.deepcopy(obj)
+        if key in store:
+            return None
+        store[key] = copy.deepcopy(obj) if obj["kind"] == "Pod" else dict(obj.get("stringData") or {})
+        return copy.deepcopy(obj)
 
     def read_secret_values(self, namespace: str, name: str) -> dict[str, str] | None:
         found = self.secrets.get((namespace, name))
@@ -108,6 +106,36 @@ class FakeKube(KubeClient):
 
     def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:
         self.events.append(reason)
+
+
+class FakeCache(Cache):
+    """The cache of a cluster whose watches deliver everything at once: reads are the fake cluster's dicts."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        super().__init__()
+        self.kube = kube
+
+    def app(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.kube.get_app(namespace, name)
+
+    def pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        return self.kube.list_driver_pods(namespace, app)
+
+    def savepoints(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(item)
+            for (space, _), item in self.kube.savepoints.items()
+            if space == namespace and item["spec"]["appName"] == app
+        ]
+
+    def observed(self, kind: Kind, body: dict[str, Any]) -> None:
+        pass  # the fake cluster's dicts are already what the cache would hold
+
+    def wrote(self, kind: Kind, body: dict[str, Any]) -> None:
+        pass
+
+    def forget(self, kind: Kind, namespace: str, name: str) -> None:
+        pass
 
 
 class FakeDriver(DriverControl):

@@ -26,7 +26,7 @@ from headrace.core.plan import (
 from headrace.render import manifests
 from tests.unit.builders import T0, spec
 
-from .fakes import FakeDriver, FakeKube
+from .fakes import FakeCache, FakeDriver, FakeKube
 
 NAMESPACE, APP = "analytics", "clicks"
 DRIVER = "clicks-r1-a1-driver"
@@ -46,7 +46,7 @@ def cluster() -> tuple[FakeKube, FakeDriver, Reconciler, OperatorMetrics]:
     kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
     kube.apps[(NAMESPACE, APP)] = app_body()
     kube.secrets[(NAMESPACE, names.control_secret(APP))] = {manifests.TOKEN_KEY: "token"}
-    return kube, driver, Reconciler(kube, driver, metrics, lambda: T0), metrics
+    return kube, driver, Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0), metrics
 
 
 def with_savepoint(kube: FakeKube, name: str) -> None:
@@ -86,13 +86,13 @@ def test_only_the_delete_action_deletes_a_savepoint() -> None:
     assert {type(action).__name__ for action, _, _ in ACTION_TABLE} | {"EnsureDriver"} == set(ACTIONS)
 
 
-def test_ensure_driver_creates_the_attempt_objects_after_its_secret() -> None:
+def test_ensure_driver_creates_the_pod_last_after_the_other_objects_and_the_pruning() -> None:
     kube, _, reconciler, _ = cluster()
     action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
     reconciler._act(kube.apps[(NAMESPACE, APP)], action)
     kinds = [call[0] for call in kube.calls if call[0] != "add_secret_values"]
-    assert kinds[:2] == ["create Secret", "prune_attempt_objects"]
-    assert kinds[-1] == "create Pod" and "delete_savepoint" not in kinds
+    assert kinds[-2:] == ["prune_attempt_objects", "create Pod"]  # the rest is created at once, before them
+    assert "create Secret" in kinds and "delete_savepoint" not in kinds
     assert ("create Pod", "clicks-r1-a2-driver") in kube.calls
 
 
@@ -100,7 +100,7 @@ def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None
     """The reconciler passes the namespace the operator runs in (settings: POD_NAMESPACE) to the renderer."""
     kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
     kube.apps[(NAMESPACE, APP)] = app_body()
-    reconciler = Reconciler(kube, driver, metrics, lambda: T0, operator_namespace="headrace-system")
+    reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, operator_namespace="headrace-system")
     action = EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
     reconciler._act(kube.apps[(NAMESPACE, APP)], action)
     (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]

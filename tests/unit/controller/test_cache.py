@@ -1,0 +1,137 @@
+"""The watches' cache: newer resourceVersions win, the operator's own writes are never undone by a late event,
+echoes are told apart, deletions are final, and a fresh list removes what a broken watch missed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headrace.api import names
+from headrace.controller.cache import Cache, on_event, trim_pod
+
+NAMESPACE = "analytics"
+
+
+def pod(name: str, rv: int, *, app: str = "clicks", uid: str | None = None, phase: str = "Pending") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": str(rv),
+            "labels": {names.APP: app, names.RUN: "1", names.ATTEMPT: "1", names.ROLE: names.ROLE_DRIVER},
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "spec": {"containers": [{"name": "driver", "image": "x" * 1000}]},
+        "status": {
+            "phase": phase,
+            "podIP": "10.0.0.1",
+            "containerStatuses": [{"state": {"running": {}}, "image": "x"}],
+        },
+    }
+
+
+def app(rv: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "clicks", "namespace": NAMESPACE, "uid": "uid-app", "resourceVersion": str(rv)},
+        "spec": {"image": "spark"},
+        "status": status or {},
+    }
+
+
+def savepoint(name: str, rv: int, app_name: str = "clicks") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "resourceVersion": str(rv)},
+        "spec": {"appName": app_name, "reason": "manual"},
+        "status": {"phase": "Succeeded", "path": "s3a://b/sp"},
+    }
+
+
+def test_a_pod_is_kept_trimmed_to_what_the_planner_reads() -> None:
+    cache = Cache()
+    cache.observed("pod", pod("d1", 5))
+    [held] = cache.pods(NAMESPACE, "clicks")
+    assert held == trim_pod(pod("d1", 5))
+    assert "spec" not in held and "managedFields" not in held["metadata"]
+    assert held["status"]["containerStatuses"] == [{"state": {"running": {}}}]
+    assert cache.pods(NAMESPACE, "other") == []
+
+
+def test_an_older_event_never_replaces_the_operators_own_write() -> None:
+    cache = Cache()
+    cache.observed("app", app(10))
+    cache.wrote("app", app(12, {"phase": "Starting"}))
+    cache.observed("app", app(11))  # the watch delivers an intermediate version late
+    held = cache.app(NAMESPACE, "clicks")
+    assert held is not None and held["status"] == {"phase": "Starting"}
+    cache.observed("app", app(13, {"phase": "Running"}))
+    held = cache.app(NAMESPACE, "clicks")
+    assert held is not None and held["status"] == {"phase": "Running"}
+
+
+def test_the_echo_of_the_operators_write_queues_nothing_and_a_newer_change_does() -> None:
+    cache = Cache()
+    cache.observed("app", app(10))
+    cache.wrote("app", app(12))
+    assert on_event(cache, "app", {"type": "MODIFIED", "object": app(12)}) == (None, False)
+    assert on_event(cache, "app", {"type": "MODIFIED", "object": app(11)}) == (None, False)  # delivered late
+    assert on_event(cache, "app", {"type": "MODIFIED", "object": app(13)}) == ((NAMESPACE, "clicks"), False)
+
+
+def test_a_created_pod_is_seen_before_its_watch_event_arrives() -> None:
+    cache = Cache()
+    cache.wrote("pod", pod("d1", 7))
+    assert [item["metadata"]["name"] for item in cache.pods(NAMESPACE, "clicks")] == ["d1"]
+    assert on_event(cache, "pod", {"type": "ADDED", "object": pod("d1", 7)}) == (None, False)
+
+
+def test_a_deleted_object_does_not_come_back_through_a_late_write() -> None:
+    cache = Cache()
+    cache.observed("pod", pod("d1", 7))
+    on_event(cache, "pod", {"type": "DELETED", "object": pod("d1", 9)})
+    cache.wrote("pod", pod("d1", 8))  # the answer to a write made before the deletion, filed after it
+    cache.observed("pod", pod("d1", 8))
+    assert cache.pods(NAMESPACE, "clicks") == []
+
+
+def test_a_listing_of_an_object_seen_before_is_a_relist() -> None:
+    cache = Cache()
+    assert on_event(cache, "pod", {"type": None, "object": pod("d1", 7)}) == ((NAMESPACE, "clicks"), False)
+    assert on_event(cache, "pod", {"type": "MODIFIED", "object": pod("d1", 8)}) == ((NAMESPACE, "clicks"), False)
+    assert on_event(cache, "pod", {"type": None, "object": pod("d1", 8)}) == ((NAMESPACE, "clicks"), True)
+
+
+def test_a_fresh_list_drops_what_the_watch_missed_but_keeps_what_is_newer_than_the_list() -> None:
+    cache = Cache()
+    cache.observed("pod", pod("gone", 5))
+    cache.observed("pod", pod("kept", 6))
+    cache.observed("pod", pod("other-ns", 4) | {"metadata": {**pod("other-ns", 4)["metadata"], "namespace": "x"}})
+    cache.wrote("pod", pod("new", 21))  # created after the list was taken
+    touched = cache.replace("pod", NAMESPACE, [pod("kept", 6)], "20")
+    assert touched == {(NAMESPACE, "clicks")}
+    assert sorted(item["metadata"]["name"] for item in cache.pods(NAMESPACE, "clicks")) == ["kept", "new"]
+    assert cache.pods("x", "clicks") != []  # another namespace's list is not this one's
+    cache.observed("pod", pod("gone", 5))  # a late event of the dropped pod does not bring it back
+    assert "gone" not in [item["metadata"]["name"] for item in cache.pods(NAMESPACE, "clicks")]
+
+
+def test_savepoints_are_filed_under_the_app_they_name() -> None:
+    cache = Cache()
+    cache.observed("savepoint", savepoint("sp-1", 3))
+    cache.observed("savepoint", savepoint("sp-2", 4, app_name="other"))
+    assert [item["metadata"]["name"] for item in cache.savepoints(NAMESPACE, "clicks")] == ["sp-1"]
+    cache.forget("savepoint", NAMESPACE, "sp-1")
+    assert cache.savepoints(NAMESPACE, "clicks") == []
+    assert cache.size() == {"app": 0, "pod": 0, "savepoint": 1}
+
+
+def test_a_savepoints_outcome_recorded_off_the_reconcile_wakes_its_app() -> None:
+    """The reconcile marks it InProgress (an echo); the savepoint runner records the outcome as observed, so its
+    watch event queues the app, which acts on it."""
+    cache = Cache()
+    cache.wrote("savepoint", savepoint("sp-1", 5))
+    assert on_event(cache, "savepoint", {"type": "MODIFIED", "object": savepoint("sp-1", 5)}) == (None, False)
+    cache.observed("savepoint", savepoint("sp-1", 6))
+    assert on_event(cache, "savepoint", {"type": "MODIFIED", "object": savepoint("sp-1", 6)}) == (
+        (NAMESPACE, "clicks"),
+        False,
+    )
