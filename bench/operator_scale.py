@@ -140,7 +140,8 @@ def measure(plane: ControlPlane, count: int, workdir: Path, source: Path | None 
         watcher = threading.Thread(target=watch_pods, daemon=True)
         watcher.start()
         time.sleep(1)
-        env = {"PYTHONPATH": str(source)} if source is not None else {}
+        source_path = {"PYTHONPATH": str(source)} if source is not None else {}
+        env = {"HEADRACE_NAMESPACES": namespace, **source_path}  # an earlier round's apps are not this round's work
         label = "baseline" if source is not None else "current"
         with OperatorProcess(plane.kubeconfig, workdir / f"op-{label}-{count}", env, verbose=False) as operator:
             assert operator.process is not None
