@@ -18,7 +18,7 @@ from typing import Any
 
 from headrace.adapters.connect import api_client
 from headrace.adapters.kube import KubeClient
-from headrace.api import crd
+from headrace.api import crd, names
 from headrace.render.savepoints import savepoint_resource
 
 # Relative to the working directory: run `headrace crds` from a checkout (the Makefile does).
@@ -114,7 +114,7 @@ def command_status(args: argparse.Namespace) -> int:
 def command_savepoint(args: argparse.Namespace) -> int:
     """`headrace savepoint APP`: create a StreamingSavepoint and (by default) wait for its outcome."""
     kube = _client(args)
-    name = args.name or f"{args.app}-manual-{datetime.now(UTC).strftime('%Y%m%d%H%M%S')}"
+    name = args.name or names.savepoint_name(args.app, "manual", datetime.now(UTC))
     kube.create_savepoint(
         args.namespace, savepoint_resource(args.namespace, args.app, name, "manual", operator_made=False)
     )

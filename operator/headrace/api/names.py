@@ -8,6 +8,7 @@ Never: decisions or I/O.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "headrace"
@@ -101,3 +102,13 @@ def executor_selector(app: str) -> str:
 def executor_service_account(app: str) -> str:
     """The executors' ServiceAccount: no Role is bound to it and its token is not mounted."""
     return _fit(app, "executor")
+
+
+def savepoint_name(app: str, reason: str, moment: datetime) -> str:
+    """A readable savepoint name, `<app>-<reason>-<yyyymmddhhmmss><milliseconds>`.
+
+    Milliseconds, because two savepoints of one app and reason asked within the same second (a manual
+    trigger right after another) must not share a name: the second would silently reuse the first.
+    """
+    stamp = moment.strftime("%Y%m%d%H%M%S") + f"{moment.microsecond // 1000:03d}"
+    return f"{app}-{reason}-{stamp}"[:253]

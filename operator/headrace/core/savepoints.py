@@ -50,12 +50,6 @@ SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is st
 SILENT_DRIVER_GRACE_SECONDS = 30.0  # a driver that exits after stopping is silent before its pod terminates
 
 
-def savepoint_name(app: str, reason: str, builder: Builder) -> str:
-    """A unique, readable name for a savepoint the operator takes (`<app>-<reason>-<yyyymmddhhmmss>`)."""
-    stamp = builder.now.strftime("%Y%m%d%H%M%S")
-    return f"{app}-{reason}-{stamp}"[:253]
-
-
 def begin(
     builder: Builder,
     spec: StreamingAppSpec,
@@ -68,7 +62,7 @@ def begin(
 ) -> None:
     """Start an operation that takes a savepoint of the running driver (stopping it for Upgrade/Suspend)."""
     app = builder.app
-    name = name or savepoint_name(app.name, reason, builder)
+    name = name or names.savepoint_name(app.name, reason, builder.now)
     builder.status.pendingOperation = PendingOperation(
         kind=kind,
         step="TakeSavepoint",
