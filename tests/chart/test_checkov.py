@@ -9,13 +9,15 @@ import json
 import os
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from headrace.api.models import StreamingAppSpec
-from headrace.render import manifests
+from headrace.render import control_tls, manifests
 
 from .helm import render
 
@@ -57,8 +59,16 @@ def _render_everything(target: Path) -> None:
         executor = copy.deepcopy(manifests.executor_pod_template(attempt))  # as Spark creates it: named, with the image
         executor["metadata"].update({"name": f"{name}-exec-1", "namespace": "apps"})
         executor["spec"]["containers"][0]["image"] = spec.image
-        objects = [*manifests.attempt_objects(attempt), manifests.control_secret(attempt, "token"), executor]
+        objects = [
+            *manifests.attempt_objects(attempt),
+            manifests.control_secret(attempt, "token", _certificate(name)),
+            executor,
+        ]
         (target / f"app-{name}.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
+
+
+def _certificate(app: str) -> control_tls.ControlCertificate:
+    return control_tls.control_certificate(app, "apps", ec.generate_private_key(ec.SECP256R1()), datetime.now(UTC))
 
 
 def test_checkov_finds_nothing_but_the_accepted_exceptions(tmp_path: Path) -> None:

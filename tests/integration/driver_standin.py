@@ -1,7 +1,7 @@
 """A driver stand-in at the unit boundary, and a kubelet that runs one for each driver pod of an app.
 
-The operator talks to a driver at `http://<pod IP>:<DEFAULT_CONTROL_PORT>` with the token it put
-in the app's Secret. Here the runtime's real `ControlServer` (routing, bearer-token check) serves
+The operator talks to a driver at `https://<pod IP>:<DEFAULT_CONTROL_PORT>` with the token and the
+certificate it put in the app's Secret. Here the runtime's real `ControlServer` (routing, bearer-token check) serves
 `ScriptedDriver`: one query whose batches advance, savepoints that record the request and return
 a record shaped like the runtime's, stop-with-savepoint after which the pod terminates with the
 runtime's termination message, rescale, and savepoint disposal through the runtime's own
@@ -10,7 +10,8 @@ runtime's termination message, rescale, and savepoint disposal through the runti
 
 `Kubelet` plays the node for one app: each new driver pod gets a stand-in on a loopback address
 of its own (127.x.y.z, so parallel sessions never share a port), built from the pod's resolved
-environment (token, run, attempt, restore source) and mounted Spark configuration, and is
+environment (token, run, attempt, restore source), mounted Spark configuration and mounted control
+certificate and key (served over TLS), and is
 reported Running with that pod IP. A stopped driver exits `exit_delay` seconds after its answer
 (a real driver needs a few seconds to shut Spark down) and its pod is reported terminated
 `report_delay` seconds later (the kubelet notices exits periodically); a deleted pod's stand-in stops.
@@ -25,6 +26,8 @@ import posixpath
 import secrets
 import shutil
 import socket
+import ssl
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -40,13 +43,14 @@ from kubernetes.client.exceptions import ApiException
 from headrace.api import runtime_contract as contract
 from headrace.core.timefmt import format_time
 from headrace.runtime import termination
-from headrace.runtime.control import ActionError, ControlServer
+from headrace.runtime.control import ActionError, ControlServer, server_context
 from headrace.runtime.savepoint import SavepointError, dispose_savepoint
 
 from .kube import (
     container_env,
     driver_pods,
     live_driver_pods,
+    mounted_secret_files,
     mounted_spark_defaults,
     set_pod_running,
     set_pod_terminated,
@@ -238,6 +242,7 @@ class Kubelet:
         self.address = _loopback_address()
         self.requests: list[Request] = []
         self.drivers: dict[str, ScriptedDriver] = {}
+        self.tls: dict[str, bool] = {}  # pod -> whether its stand-in served the control endpoint over TLS
         self.max_live = 0
         self.live_seen: list[list[str]] = []  # every sample with more than one live driver
         self.errors: list[BaseException] = []
@@ -294,13 +299,26 @@ class Kubelet:
         driver.savepoint_delay = self.savepoint_delay
         driver.store = self.store
         self.drivers[pod.metadata.name] = driver
+        tls = self._tls(env, pod)
+        self.tls[pod.metadata.name] = tls is not None
         self._server = ControlServer(
-            driver, env[contract.ENV_CONTROL_TOKEN], self.address, contract.DEFAULT_CONTROL_PORT
+            driver, env[contract.ENV_CONTROL_TOKEN], self.address, contract.DEFAULT_CONTROL_PORT, tls=tls
         )
         self._server.start()
         self._serving = pod.metadata.name
         with contextlib.suppress(ApiException):  # deleted meanwhile: the next step stops the stand-in
             set_pod_running(self.api, self.namespace, pod.metadata.name, ip=self.address)
+
+    def _tls(self, env: dict[str, str], pod: Any) -> ssl.SSLContext | None:
+        """The runtime's TLS settings from the certificate and key the pod mounts (files written as the kubelet
+        would), when its environment names their directory."""
+        directory = env.get(contract.ENV_CONTROL_TLS_DIR)
+        if directory is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="headrace-standin-tls-") as files:
+            for name, content in mounted_secret_files(self.api, self.namespace, pod, directory).items():
+                Path(files, name).write_text(content)
+            return server_context(files)
 
     def _maybe_exit(self, driver: ScriptedDriver, pod: Any) -> None:
         """After stop-with-savepoint the runtime exits 0 with a termination message naming the savepoint;

@@ -136,6 +136,14 @@ def container_env(api: ApiClient, namespace: str, pod: client.V1Pod) -> dict[str
     return env
 
 
+def mounted_secret_files(api: ApiClient, namespace: str, pod: client.V1Pod, mount_path: str) -> dict[str, str]:
+    """The files of the Secret volume the first container mounts at `mount_path`, as the kubelet writes them."""
+    mount = next(item for item in pod.spec.containers[0].volume_mounts or [] if item.mount_path == mount_path)
+    volume = next(item for item in pod.spec.volumes or [] if item.name == mount.name)
+    data = client.CoreV1Api(api).read_namespaced_secret(volume.secret.secret_name, namespace).data or {}
+    return {item.path: base64.b64decode(data[item.key]).decode() for item in volume.secret.items}
+
+
 def mounted_spark_defaults(api: ApiClient, namespace: str, pod: client.V1Pod) -> dict[str, str]:
     """The spark-defaults.conf of the ConfigMap the pod mounts, as key -> value."""
     core = client.CoreV1Api(api)

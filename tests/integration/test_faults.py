@@ -325,6 +325,7 @@ def test_a_long_savepoint_does_not_hold_a_reconcile_worker(
         )
         print(f"savepoint recorded {time.monotonic() - asked:.1f}s after it began")
         assert len(done) == 1
+        assert kubelet.tls == {"slow-r1-a1-driver": True}  # the operator reached it over HTTPS (issue 12)
 
 
 STORAGE_DOWN = json.dumps(

@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.planner import AppView
+from headrace.render.control_tls import ControlCertificate, control_certificate
 from headrace.render.manifests import Attempt
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -73,3 +76,8 @@ def attempt(run: int = 1, number: int = 1, **overrides: Any) -> Attempt:
         spec_hash="h",
         checkpoint_dir=f"s3a://bucket/checkpoints/analytics/clicks/r{run}",
     )
+
+
+def certificate(app: str = "clicks", namespace: str = "analytics") -> ControlCertificate:
+    """A control certificate for `app` with a new key, made at T0."""
+    return control_certificate(app, namespace, ec.generate_private_key(ec.SECP256R1()), T0)

@@ -233,6 +233,17 @@ def test_scale_change_is_in_place() -> None:
     assert plan.status.run is not None and plan.status.run.attempt == 1
 
 
+def test_a_driver_from_before_tls_is_asked_as_it_serves() -> None:
+    """A pod made before the control endpoint had TLS serves plain HTTP: the actions say so (the default,
+    and every pod this operator makes, is TLS)."""
+    plan = step(
+        running_app(), seen(pod(control_tls=False)), later(5), app_spec=spec(executor={"instances": 3}), generation=2
+    )
+    assert plan.actions == (
+        RescaleInPlace(pod="clicks-r1-a1-driver", address="10.244.0.9", executors=3, control_tls=False),
+    )
+
+
 def test_last_state_upgrade_starts_next_attempt_on_same_checkpoint() -> None:
     status = running_app()
     plan = step(status, seen(pod()), later(5), app_spec=spec(image="localhost/headrace/spark:0.2.0"), generation=2)

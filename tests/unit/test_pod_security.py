@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from headrace.api import names
-from headrace.render import manifests, security
+from headrace.api import runtime_contract as contract
+from headrace.render import control_tls, manifests, security
 
 from .builders import attempt as make_attempt
+from .builders import certificate
 
 
 def _pods(attempt: manifests.Attempt) -> dict[str, dict[str, Any]]:
@@ -88,7 +90,7 @@ def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
     assert conf["spark.network.crypto.enabled"] == "true"
     assert conf["spark.ui.killEnabled"] == "false"
     assert conf["spark.authenticate.secret.executor.file"] == security.SPARK_AUTH_FILE
-    secret = manifests.control_secret(attempt, "token-1")
+    secret = manifests.control_secret(attempt, "token-1", certificate())
     derived = secret["stringData"][security.SPARK_AUTH_KEY]
     assert derived == security.spark_auth_secret("token-1") != security.spark_auth_secret("token-2")
     assert "token-1" not in derived
@@ -137,3 +139,25 @@ def test_network_policy_without_the_operator_namespace_admits_only_the_app() -> 
     (policy,) = [obj for obj in manifests.attempt_objects(make_attempt()) if obj["kind"] == "NetworkPolicy"]
     own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: "clicks"}
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": own}}]}]
+
+
+def test_only_the_driver_mounts_the_control_certificate_and_serves_tls() -> None:
+    """The control certificate and its key reach the driver container as files from the app's Secret (never as
+    an env value), and no executor; the runtime is told the directory, so it serves only HTTPS there."""
+    attempt = make_attempt()
+    secret = manifests.control_secret(attempt, "token-1", made := certificate())
+    assert secret["stringData"][control_tls.CERT_KEY] == made.certificate
+    assert secret["stringData"][control_tls.KEY_KEY] == made.key
+    driver = manifests.driver_pod(attempt)
+    (volume,) = [item for item in driver["spec"]["volumes"] if item["name"] == control_tls.VOLUME]
+    assert volume["secret"]["secretName"] == "clicks-control"
+    assert [item["key"] for item in volume["secret"]["items"]] == [control_tls.CERT_KEY, control_tls.KEY_KEY]
+    (container,) = driver["spec"]["containers"]
+    (mount,) = [item for item in container["volumeMounts"] if item["name"] == control_tls.VOLUME]
+    assert mount == {"name": control_tls.VOLUME, "mountPath": control_tls.MOUNT_DIR, "readOnly": True}
+    env = {item["name"]: item for item in container["env"]}
+    assert env[contract.ENV_CONTROL_TLS_DIR] == {"name": contract.ENV_CONTROL_TLS_DIR, "value": control_tls.MOUNT_DIR}
+    assert not [item for item in container["env"] if control_tls.KEY_KEY in str(item.get("valueFrom"))]
+    executor = manifests.executor_pod_template(attempt)["spec"]
+    assert control_tls.VOLUME not in str(executor) and "tls.key" not in str(executor)
+    assert made.key not in str(manifests.attempt_objects(attempt))

@@ -1,15 +1,19 @@
 """Client of the control endpoint the Headrace runtime serves inside each driver pod.
 
-Every call has a timeout; a reply is read up to `MAX_REPLY_BYTES` (a tenant's driver cannot make the
-operator buffer an unbounded body); redirects are refused, so the bearer token never goes anywhere
-but the driver pod's own address.
+Owns: the call to one driver: HTTPS trusting only the app's own certificate (its one trust anchor, the name in
+it checked, sent as SNI while the pod's IP is dialled), the bearer token, JSON in and out. Every call has a
+timeout; a reply is read up to `MAX_REPLY_BYTES` (a tenant's driver cannot make the operator buffer an
+unbounded body); a redirect is an error, never followed, so the token goes nowhere but the driver pod's
+own address. Plain HTTP only for an endpoint without a certificate: a driver started before the control
+endpoint had TLS (the reconciler decides from the pod, docs/security.md).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
+import ssl
+from dataclasses import dataclass
 from typing import Any
 
 from headrace.api import runtime_contract as contract
@@ -25,18 +29,44 @@ class DriverUnavailable(Exception):
         self.status = status
 
 
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """A 3xx is an error: following it would send the token to another address."""
+@dataclass(frozen=True)
+class DriverEndpoint:
+    """One driver's control endpoint: the pod's IP, the app's token, and the app's certificate."""
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    address: str
+    token: str
+    certificate: str | None  # PEM: the only certificate trusted; None: plain HTTP (a driver from before TLS)
+    server_name: str = ""  # the name in `certificate`, checked
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.certificate is None else "https"
 
 
-_OPENER = urllib.request.build_opener(_RefuseRedirects)
+def client_context(certificate: str) -> ssl.SSLContext:
+    """TLS settings trusting exactly `certificate` (no system CAs), the server's name checked, TLS 1.2 or newer."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and check_hostname
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_verify_locations(cadata=certificate)
+    return context
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """Dials the pod's address; verifies the certificate for `server_name` (the address is in no certificate)."""
+
+    def __init__(self, endpoint: DriverEndpoint, port: int, timeout: float) -> None:
+        assert endpoint.certificate is not None
+        self._pinned = client_context(endpoint.certificate)
+        self._server_name = endpoint.server_name
+        super().__init__(endpoint.address, port, timeout=timeout, context=self._pinned)
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._pinned.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
 class DriverControl:
-    """Talks to one driver at `http://<pod ip>:<control port>` with its bearer token."""
+    """Talks to one driver at `https://<pod ip>:<control port>` with its bearer token."""
 
     def __init__(
         self,
@@ -50,30 +80,39 @@ class DriverControl:
         self.port = port
         self.savepoint_timeout_seconds = savepoint_timeout_seconds
 
+    def _connection(self, endpoint: DriverEndpoint, timeout: float) -> http.client.HTTPConnection:
+        if endpoint.certificate is None:
+            return http.client.HTTPConnection(endpoint.address, self.port, timeout=timeout)
+        return _PinnedHTTPSConnection(endpoint, self.port, timeout)
+
     def _call(
         self,
-        address: str,
-        token: str,
+        endpoint: DriverEndpoint,
         method: str,
         path: str,
         *,
         body: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Any:
-        url = f"http://{address}:{self.port}{path}"
+        url = f"{endpoint.scheme}://{endpoint.address}:{self.port}{path}"
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {token}")
-        request.add_header("Content-Type", "application/json")
+        headers = {"Authorization": f"Bearer {endpoint.token}", "Content-Type": "application/json"}
         try:
-            with _OPENER.open(request, timeout=timeout or self.timeout_seconds) as response:
-                reply = response.read(MAX_REPLY_BYTES + 1)
-        except urllib.error.HTTPError as error:
-            with error:
-                detail = error.read(500).decode(errors="replace")
-            raise DriverUnavailable(f"{method} {url}: HTTP {error.code}: {detail}", error.code) from error
-        except (urllib.error.URLError, TimeoutError, OSError) as error:
+            connection = self._connection(endpoint, timeout or self.timeout_seconds)
+        except (ssl.SSLError, ValueError) as error:  # the Secret's certificate is not a certificate
+            raise DriverUnavailable(f"{method} {url}: the app's control certificate is unusable: {error}") from error
+        try:
+            connection.request(method, path, body=data, headers=headers)  # TLS verified before anything is sent
+            response = connection.getresponse()
+            status = response.status
+            reply = response.read(MAX_REPLY_BYTES + 1)
+        except (OSError, http.client.HTTPException) as error:  # ssl errors (a wrong certificate) are OSErrors
             raise DriverUnavailable(f"{method} {url}: {error}") from error
+        finally:
+            connection.close()
+        if not 200 <= status < 300:  # a 3xx too: following it would send the token to another address
+            detail = reply[:500].decode(errors="replace")
+            raise DriverUnavailable(f"{method} {url}: HTTP {status}: {detail}", status)
         if len(reply) > MAX_REPLY_BYTES:
             raise DriverUnavailable(f"{method} {url}: the reply is larger than {MAX_REPLY_BYTES} bytes")
         try:
@@ -81,36 +120,28 @@ class DriverControl:
         except json.JSONDecodeError as error:
             raise DriverUnavailable(f"{method} {url}: the reply is not JSON: {error}") from error
 
-    def status(self, address: str, token: str) -> contract.StatusDocument:
+    def status(self, endpoint: DriverEndpoint) -> contract.StatusDocument:
         """The runtime's status document (queries, last committed batch, progress), as untrusted JSON."""
-        result: contract.StatusDocument = self._call(address, token, "GET", contract.PATH_STATUS)
+        result: contract.StatusDocument = self._call(endpoint, "GET", contract.PATH_STATUS)
         return result
 
-    def savepoint(self, address: str, token: str, *, path: str, reason: str, stop: bool) -> dict[str, Any]:
+    def savepoint(self, endpoint: DriverEndpoint, *, path: str, reason: str, stop: bool) -> dict[str, Any]:
         """Take a savepoint (and stop the job after it when `stop`); returns the savepoint record."""
-        endpoint = contract.PATH_STOP_WITH_SAVEPOINT if stop else contract.PATH_SAVEPOINT
+        route = contract.PATH_STOP_WITH_SAVEPOINT if stop else contract.PATH_SAVEPOINT
         result: dict[str, Any] = self._call(
-            address,
-            token,
-            "POST",
-            endpoint,
-            body={"path": path, "reason": reason},
-            timeout=self.savepoint_timeout_seconds,
+            endpoint, "POST", route, body={"path": path, "reason": reason}, timeout=self.savepoint_timeout_seconds
         )
         return result
 
-    def rescale(self, address: str, token: str, executors: int) -> dict[str, Any]:
+    def rescale(self, endpoint: DriverEndpoint, executors: int) -> dict[str, Any]:
         """Ask the running SparkContext for a new executor total."""
-        result: dict[str, Any] = self._call(
-            address, token, "POST", contract.PATH_RESCALE, body={"executors": executors}
-        )
+        result: dict[str, Any] = self._call(endpoint, "POST", contract.PATH_RESCALE, body={"executors": executors})
         return result
 
-    def dispose_savepoint(self, address: str, token: str, path: str) -> dict[str, Any]:
+    def dispose_savepoint(self, endpoint: DriverEndpoint, path: str) -> dict[str, Any]:
         """Delete one savepoint directory through the driver's file system (idempotent: gone is fine)."""
         result: dict[str, Any] = self._call(
-            address,
-            token,
+            endpoint,
             "POST",
             contract.PATH_DISPOSE_SAVEPOINT,
             body={"path": path},

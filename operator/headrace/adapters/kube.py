@@ -343,16 +343,6 @@ class KubeClient:
         """Merge `values` into a Secret's data (keys it has keep theirs unless named here)."""
         self.core.patch_namespaced_secret(name, namespace, {"stringData": values})
 
-    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
-        """One decoded value of a Secret, or None."""
-        try:
-            secret = self.core.read_namespaced_secret(name, namespace)
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
-            return None
-        data = secret.data or {}
-        return base64.b64decode(data[key]).decode() if key in data else None
-
     def prune_attempt_objects(self, namespace: str, app: str, keep_run: int, keep_attempt: int) -> list[str]:
         """Delete ConfigMaps and Services of attempts other than the given one; returns their names."""
         selector = f"{names.APP}={app},{names.RUN}"

@@ -69,6 +69,15 @@ def control_secret(app: str) -> str:
     return _fit(app, "control")
 
 
+CONTROL_TLS_VOLUME = "headrace-control-tls"  # the driver's volume of the control certificate and key
+
+
+def control_server_name(app: str, namespace: str) -> str:
+    """The one DNS name of an app's control certificate, which the operator checks (sent as SNI while it dials
+    the driver pod's IP). Per app, as the certificate is: the driver's Service changes with every attempt."""
+    return f"{control_secret(app)}.{namespace}.svc"
+
+
 def run_checkpoint_dir(root: str, namespace: str, app: str, run: int) -> str:
     """Checkpoint directory of one run: `<root>/<namespace>/<app>/r<run>`."""
     return f"{root.rstrip('/')}/{namespace}/{app}/r{run}"

@@ -28,6 +28,9 @@ ENV_MODE: Final = "HEADRACE_MODE"  # "continuous" | "bounded" (Trigger.Available
 ENV_EXPECTED_COMMITS: Final = "HEADRACE_EXPECTED_COMMITS"
 ENV_CONTROL_PORT: Final = "HEADRACE_CONTROL_PORT"
 ENV_CONTROL_TOKEN: Final = "HEADRACE_CONTROL_TOKEN"  # bearer token; requests without it are refused
+# Directory holding CONTROL_TLS_CERT_FILE and CONTROL_TLS_KEY_FILE (the app's Secret, mounted): set, the control
+# endpoint is served over TLS only (missing or unreadable files stop the runtime); unset, plain HTTP
+ENV_CONTROL_TLS_DIR: Final = "HEADRACE_CONTROL_TLS_DIR"
 ENV_METRICS_PORT: Final = "HEADRACE_METRICS_PORT"
 ENV_POD_IP: Final = "HEADRACE_POD_IP"  # from the downward API; becomes spark.driver.host
 ENV_POD_NAME: Final = "HEADRACE_POD_NAME"  # becomes spark.kubernetes.driver.pod.name
@@ -42,7 +45,9 @@ DRIVER_PORT: Final = 7078
 BLOCK_MANAGER_PORT: Final = 7079
 SPARK_UI_PORT: Final = 4040
 
-# --- Control endpoint (HTTP, JSON, `Authorization: Bearer <token>`) ------------------------------
+# --- Control endpoint (HTTPS with the app's certificate, JSON, `Authorization: Bearer <token>`) ---
+CONTROL_TLS_CERT_FILE: Final = "tls.crt"  # PEM certificate, in ENV_CONTROL_TLS_DIR (also the Secret's key)
+CONTROL_TLS_KEY_FILE: Final = "tls.key"  # PEM private key, in ENV_CONTROL_TLS_DIR (also the Secret's key)
 PATH_STATUS: Final = "/v1/status"  # GET
 PATH_SAVEPOINT: Final = "/v1/savepoint"  # POST {"path": str | null, "reason": str}
 PATH_STOP_WITH_SAVEPOINT: Final = "/v1/stop-with-savepoint"  # POST {"path": str | null, "reason": str}

@@ -92,7 +92,13 @@ def trim_pod(body: dict[str, Any]) -> dict[str, Any]:
         {"state": item.get("state") or {}} for item in status.get("containerStatuses") or []
     ]
     kept_status["conditions"] = [item for item in status.get("conditions") or [] if item.get("type") == "PodScheduled"]
-    return {"metadata": _metadata(body, _POD_LABELS), "status": kept_status}
+    # Of the spec, only whether the pod mounts the control certificate (observe.serves_control_tls): a pod from
+    # before the control endpoint had TLS is asked in plain HTTP, every other one over HTTPS.
+    volumes = (body.get("spec") or {}).get("volumes") or []
+    kept_spec = {
+        "volumes": [{"name": item["name"]} for item in volumes if item.get("name") == names.CONTROL_TLS_VOLUME]
+    }
+    return {"metadata": _metadata(body, _POD_LABELS), "spec": kept_spec, "status": kept_status}
 
 
 def trim_savepoint(body: dict[str, Any]) -> dict[str, Any]:

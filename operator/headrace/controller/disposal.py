@@ -1,7 +1,7 @@
 """Carries out the disposal of a deleted StreamingSavepoint's files (its finalizer's work).
 
-Observes the StreamingSavepoint being deleted, its app, the app's current driver and control token;
-`headrace.core.disposal` decides; this asks the driver to delete the directory, records why a
+Observes the StreamingSavepoint being deleted, its app, the app's current driver and how to reach it
+(token, certificate); `headrace.core.disposal` decides; this asks the driver to delete the directory, records why a
 deletion waits in the StreamingSavepoint's `status.message`, and posts the outcome as Events on the
 StreamingSavepoint and its app. Every error (API, driver) counts as a failed try, so the deletion
 is released after the bounded number of tries instead of waiting forever.
@@ -16,10 +16,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from headrace.adapters.driver import DriverControl, DriverUnavailable
+from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
 from headrace.adapters.kube import KubeClient
-from headrace.controller.observe import current_driver_address
-from headrace.controller.reconciler import control_token
+from headrace.controller.observe import current_driver_pod, serves_control_tls
+from headrace.controller.reconciler import driver_endpoint
 from headrace.core.disposal import (
     AppFacts,
     DisposalFacts,
@@ -57,14 +57,13 @@ class SavepointDisposer:
             waited_seconds=waited_seconds,
         )
         app: dict[str, Any] | None = None
-        token: str | None = None
         try:
-            app, facts, token = self._observe(facts)
+            app, facts, endpoint = self._observe(facts)
             decided = decide_disposal(facts)
             if isinstance(decided, Dispose):
-                if token is None:
-                    raise DriverUnavailable("the app's control Secret has no token")
-                answer = self.driver.dispose_savepoint(decided.address, token, decided.path)
+                if endpoint is None:
+                    raise DriverUnavailable("the app's control Secret has no token or certificate")
+                answer = self.driver.dispose_savepoint(replace(endpoint, address=decided.address), decided.path)
                 deleted = "deleted" if isinstance(answer, dict) and answer.get("deleted") else "already gone"
                 message = f"StreamingSavepoint {facts.name}: files at {decided.path} {deleted}"
                 self._post(body, app, "Normal", "SavepointDisposed", message)
@@ -75,7 +74,7 @@ class SavepointDisposer:
             decided = after_failed_call(facts, f"{type(error).__name__}: {error}", refused=refused)
         return self._settle(body, app, decided)
 
-    def _observe(self, facts: DisposalFacts) -> tuple[dict[str, Any] | None, DisposalFacts, str | None]:
+    def _observe(self, facts: DisposalFacts) -> tuple[dict[str, Any] | None, DisposalFacts, DriverEndpoint | None]:
         if not NAME.match(facts.app_name):
             return None, facts, None
         app = self.kube.get_app(facts.namespace, facts.app_name)
@@ -89,16 +88,19 @@ class SavepointDisposer:
             restore.get("path"),
             (status.get("run") or {}).get("restoredFrom"),
         }
-        address = current_driver_address(app, self.kube.list_driver_pods(facts.namespace, facts.app_name))
-        token = control_token(self.kube, facts.namespace, facts.app_name) if address is not None else None
+        pod = current_driver_pod(app, self.kube.list_driver_pods(facts.namespace, facts.app_name))
+        endpoint = None
+        if pod is not None:  # TLS unless the pod predates it (docs/security.md); never plain HTTP to a TLS pod
+            address = pod["status"]["podIP"]
+            endpoint = driver_endpoint(self.kube, facts.namespace, facts.app_name, address, tls=serves_control_tls(pod))
         known = AppFacts(
             savepoint_root=(spec.get("state") or {}).get("savepointDir"),
             phase=status.get("phase"),
-            driver_address=address if token is not None else None,
+            driver_address=endpoint.address if endpoint is not None else None,
             needed_paths=frozenset(path for path in needed_paths if path),
             needed_names=frozenset(name for name in (restore.get("savepoint"), pending.get("savepoint")) if name),
         )
-        return app, replace(facts, app=known), token
+        return app, replace(facts, app=known), endpoint
 
     def _settle(
         self, body: dict[str, Any], app: dict[str, Any] | None, decided: Retry | Release

@@ -59,6 +59,17 @@ def _termination_reason(terminated: dict[str, Any], pod_status: dict[str, Any]) 
     return reason, detail
 
 
+def serves_control_tls(pod: dict[str, Any]) -> bool:
+    """Whether a driver pod serves its control endpoint over HTTPS: it mounts the app's control certificate. Only
+    a pod whose spec is known to lack the volume (made before the endpoint had TLS; pod volumes never change)
+    is spoken to in plain HTTP; a copy without its spec counts as TLS (the token never goes out in clear by
+    default)."""
+    spec = pod.get("spec")
+    if spec is None:
+        return True
+    return any(volume.get("name") == names.CONTROL_TLS_VOLUME for volume in spec.get("volumes") or [])
+
+
 def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
     """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
     metadata = pod.get("metadata", {})
@@ -92,6 +103,7 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         exit_code=terminated.get("exitCode"),
         running_since=parse_time(started) if started else None,
         ip=status.get("podIP"),
+        control_tls=serves_control_tls(pod),
         savepoint_path=savepoint_path,
         created_at=parse_time(created) if created else None,
         waiting=_waiting(status) if phase == "Pending" else None,
@@ -215,9 +227,9 @@ def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
     )
 
 
-def current_driver_address(app: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
-    """The pod IP of the app's current driver (status.run.driverPod) when that pod runs and is not being
-    deleted; else None (a terminating driver is exiting: asking it could only wait for a timeout)."""
+def current_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The app's current driver pod (status.run.driverPod) when it runs, has an IP and is not being deleted;
+    else None (a terminating driver is exiting: asking it could only wait for a timeout)."""
     current = ((app.get("status") or {}).get("run") or {}).get("driverPod")
     pod = next((item for item in pods if item["metadata"]["name"] == current), None)
     address = ((pod or {}).get("status") or {}).get("podIP")
@@ -225,4 +237,4 @@ def current_driver_address(app: dict[str, Any], pods: list[dict[str, Any]]) -> s
         return None
     if pod["metadata"].get("deletionTimestamp"):
         return None
-    return str(address)
+    return pod

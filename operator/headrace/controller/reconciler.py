@@ -21,14 +21,16 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, assert_never
 
-from headrace.adapters.driver import DriverControl, DriverUnavailable
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
 from headrace.adapters.kube import Conflict, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.metrics import OperatorMetrics
-from headrace.controller.observe import app_view, current_driver_address, observe
+from headrace.controller.observe import app_view, current_driver_pod, observe, serves_control_tls
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
@@ -44,7 +46,7 @@ from headrace.core.plan import (
 from headrace.core.planner import AppView, decide, spec_hash
 from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
-from headrace.render import manifests
+from headrace.render import control_tls, manifests
 from headrace.render.savepoints import savepoint_resource
 
 logger = logging.getLogger(__name__)
@@ -272,13 +274,13 @@ class Reconciler:
         """The current driver's status document, when its pod runs, is not being deleted and answers (else None).
 
         A terminating driver is not asked: it is exiting, and the call could only wait for a timeout."""
-        address = current_driver_address(body, pods)
-        if address is None:
+        pod = current_driver_pod(body, pods)
+        if pod is None:
             return None
-        token = self._token(body)
-        if token is None:
+        endpoint = self._endpoint(body, pod["status"]["podIP"], tls=serves_control_tls(pod))
+        if endpoint is None:
             return None
-        return self.driver.status(address, token)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
+        return self.driver.status(endpoint)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
 
     def _ask_driver(
         self, body: dict[str, Any], pods: list[dict[str, Any]]
@@ -292,8 +294,8 @@ class Reconciler:
             logger.info("driver of %s/%s did not answer: %s", metadata["namespace"], metadata["name"], error)
             return None, True
 
-    def _token(self, body: dict[str, Any]) -> str | None:
-        return control_token(self.kube, body["metadata"]["namespace"], body["metadata"]["name"])
+    def _endpoint(self, body: dict[str, Any], address: str | None, *, tls: bool) -> DriverEndpoint | None:
+        return driver_endpoint(self.kube, body["metadata"]["namespace"], body["metadata"]["name"], address, tls=tls)
 
     def _take_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
         """Mark the StreamingSavepoint InProgress, then ask the driver through the savepoint runner (off the reconcile
@@ -317,15 +319,13 @@ class Reconciler:
 
     def _call_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
         namespace = body["metadata"]["namespace"]
-        token = self._token(body)
+        endpoint = self._endpoint(body, action.address, tls=action.control_tls)
         started = time.monotonic()
         try:
-            if action.address is None or token is None:
-                raise DriverUnavailable("the driver has no address or control token yet")
+            if endpoint is None:
+                raise DriverUnavailable("the driver has no address, control token or control certificate yet")
             failpoints.hit("before:TakeSavepoint")
-            record = self.driver.savepoint(
-                action.address, token, path=action.path, reason=action.reason, stop=action.stop
-            )
+            record = self.driver.savepoint(endpoint, path=action.path, reason=action.reason, stop=action.stop)
             failpoints.hit("after:TakeSavepoint")
         except DriverUnavailable as error:
             logger.warning("savepoint %s/%s failed: %s", namespace, action.name, error)
@@ -369,11 +369,12 @@ class Reconciler:
             for obj in manifests.attempt_objects(attempt):
                 self.kube.create(obj, dry_run=True)
             return
-        # The token is made here, at the edge; an existing Secret (AlreadyExists) keeps its token.
+        # The token and the certificate's key are made here, at the edge; an existing Secret (AlreadyExists) keeps
+        # its token and certificate.
         # Everything but the pod is independent: created at once, then the pod, which needs its ServiceAccount
         # (admission refuses a pod whose ServiceAccount does not exist) and mounts the Secret and ConfigMap.
         *independent, pod = manifests.attempt_objects(attempt)
-        secret = manifests.control_secret(attempt, secrets.token_urlsafe(32))
+        secret = manifests.control_secret(attempt, secrets.token_urlsafe(32), self._certificate(attempt))
         created = self._create_all([secret, *independent])
         if created[0] is None:
             self._complete_control_secret(attempt)
@@ -394,36 +395,51 @@ class Reconciler:
         wait(futures)
         return [future.result() for future in futures]
 
+    def _certificate(self, attempt: manifests.Attempt) -> control_tls.ControlCertificate:
+        """A new control certificate for the app, with a new key (randomness and time come from the edge)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        return control_tls.control_certificate(attempt.app, attempt.namespace, key, self.clock())
+
     def _complete_control_secret(self, attempt: manifests.Attempt) -> None:
-        """An existing control Secret made by an older operator gains the keys derived from its token that
-        this version's pods mount (Spark's authentication secret), so an upgraded operator's next driver
-        starts instead of failing on a missing Secret key."""
+        """An existing control Secret made by an older operator gains the keys this version's pods mount: those
+        derived from its token (Spark's authentication secret) and the control certificate with its key (both,
+        new, unless it has both), so an upgraded operator's next driver starts instead of failing on a
+        missing Secret key."""
         name = names.control_secret(attempt.app)
         values = self.kube.read_secret_values(attempt.namespace, name)
         token = (values or {}).get(manifests.TOKEN_KEY)
         if values is None or token is None:
             return
-        wanted = manifests.control_secret_values(token)
-        missing = {key: value for key, value in wanted.items() if key not in values}
+        missing = manifests.missing_control_secret_values(values, token, lambda: self._certificate(attempt))
         if missing:
             self.kube.add_secret_values(attempt.namespace, name, missing)
 
     def _rescale(self, body: dict[str, Any], action: RescaleInPlace) -> float | None:
         metadata = body["metadata"]
-        token = self._token(body)
-        if action.address is None or token is None:
+        endpoint = self._endpoint(body, action.address, tls=action.control_tls)
+        if endpoint is None:
             return DRIVER_RETRY_SECONDS
         try:
-            self.driver.rescale(action.address, token, action.executors)
+            self.driver.rescale(endpoint, action.executors)
         except DriverUnavailable:
             logger.warning("rescale of %s/%s failed; will retry", metadata["namespace"], metadata["name"])
             return DRIVER_RETRY_SECONDS
         return None
 
 
-def control_token(kube: KubeClient, namespace: str, app: str) -> str | None:
-    """The bearer token of the app's drivers' control endpoint (None before the first attempt made it)."""
-    return kube.read_secret_value(namespace, names.control_secret(app), manifests.TOKEN_KEY)
+def driver_endpoint(
+    kube: KubeClient, namespace: str, app: str, address: str | None, *, tls: bool
+) -> DriverEndpoint | None:
+    """How to reach the app's driver at `address`: the app's token and, when the pod serves TLS, the app's certificate
+    (the only one trusted). None without an address, a token, or the certificate a TLS pod needs: the token is
+    never sent in plain HTTP to a pod that serves TLS."""
+    values = kube.read_secret_values(namespace, names.control_secret(app)) or {}
+    token, certificate = values.get(manifests.TOKEN_KEY), values.get(control_tls.CERT_KEY)
+    if address is None or token is None or (tls and certificate is None):
+        return None
+    if not tls:
+        return DriverEndpoint(address, token, certificate=None)
+    return DriverEndpoint(address, token, certificate, names.control_server_name(app, namespace))
 
 
 def _after_status_write(plan: Plan) -> float:

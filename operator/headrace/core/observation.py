@@ -26,6 +26,7 @@ class DriverPod:
     exit_code: int | None = None
     running_since: datetime | None = None
     ip: str | None = None
+    control_tls: bool = True  # False: a pod from before the control endpoint had TLS (it serves plain HTTP)
     savepoint_path: str | None = None  # set when the runtime exited after stop-with-savepoint
     created_at: datetime | None = None
     waiting: str | None = None  # why a pod that has not started waits (Unschedulable, ImagePullBackOff: ...)

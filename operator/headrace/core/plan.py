@@ -40,6 +40,7 @@ class RescaleInPlace:
     pod: str
     address: str | None
     executors: int
+    control_tls: bool = True  # the pod serves the control endpoint over TLS (DriverPod.control_tls)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class TakeSavepoint:
     path: str
     reason: str
     stop: bool = False
+    control_tls: bool = True  # the pod serves the control endpoint over TLS (DriverPod.control_tls)
 
 
 @dataclass(frozen=True)

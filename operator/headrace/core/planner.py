@@ -329,7 +329,9 @@ def _converge_executors(
     requested_differs = progress.requested_executors is not None and progress.requested_executors != wanted
     surplus = progress.registered_executors is not None and progress.registered_executors > wanted
     if requested_differs or surplus:
-        builder.actions.append(RescaleInPlace(pod=pod.name, address=pod.ip, executors=wanted))
+        builder.actions.append(
+            RescaleInPlace(pod=pod.name, address=pod.ip, executors=wanted, control_tls=pod.control_tls)
+        )
 
 
 def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:
@@ -491,7 +493,9 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         next_attempt(builder, spec, observation, why="Restarting")
         return
     if kind == ChangeKind.SCALE:
-        builder.actions.append(RescaleInPlace(pod=pod.name, address=pod.ip, executors=spec.executor.instances))
+        builder.actions.append(
+            RescaleInPlace(pod=pod.name, address=pod.ip, executors=spec.executor.instances, control_tls=pod.control_tls)
+        )
         builder.event(
             "RescalingInPlace", f"executors {running_spec.executor.instances} -> {spec.executor.instances}, no restart"
         )

@@ -83,7 +83,11 @@ def _request(
         builder.actions.append(
             CreateSavepointResource(name=name, reason=reason, dispose=spec.savepoints.disposeOnDelete)
         )
-    builder.actions.append(TakeSavepoint(name=name, pod=pod.name, address=pod.ip, path=path, reason=reason, stop=stop))
+    builder.actions.append(
+        TakeSavepoint(
+            name=name, pod=pod.name, address=pod.ip, path=path, reason=reason, stop=stop, control_tls=pod.control_tls
+        )
+    )
     builder.requeue(0)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
 from headrace.core.validation import spark_conf_problem, spark_key_problem
-from headrace.render import security
+from headrace.render import control_tls, security
 from headrace.render.merge import merge
 from headrace.render.quantities import pod_memory
 
@@ -244,6 +245,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         contract.ENV_STATE_PARTITIONS: str(spec.state.partitions),
         contract.ENV_MODE: spec.mode,
         contract.ENV_CONTROL_PORT: str(contract.DEFAULT_CONTROL_PORT),
+        contract.ENV_CONTROL_TLS_DIR: control_tls.MOUNT_DIR,
         contract.ENV_METRICS_PORT: str(contract.DEFAULT_METRICS_PORT),
         "SPARK_CONF_DIR": CONF_DIR,
     }
@@ -308,6 +310,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "volumeMounts": [
                         {"name": "spark-conf", "mountPath": CONF_DIR, "readOnly": True},
                         *security.volume_mounts(),
+                        control_tls.volume_mount(),
                         *[mount.model_dump() for mount in spec.volumeMounts],
                     ],
                     "terminationMessagePath": contract.TERMINATION_MESSAGE_PATH,
@@ -320,6 +323,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "configMap": {"name": names.config_map(attempt.app, attempt.run, attempt.attempt)},
                 },
                 *security.volumes(attempt.app),
+                control_tls.volume(attempt.app),
                 *[volume.model_dump() for volume in spec.volumes],
             ],
         },
@@ -385,14 +389,14 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
     return objects
 
 
-def control_secret(attempt: Attempt, token: str) -> dict[str, Any]:
-    """The Secret with the driver control endpoint's bearer token."""
+def control_secret(attempt: Attempt, token: str, certificate: control_tls.ControlCertificate) -> dict[str, Any]:
+    """The Secret with the driver control endpoint's bearer token and TLS certificate (with its key)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": _metadata(names.control_secret(attempt.app), attempt, names.app_labels(attempt.app)),
-        "stringData": control_secret_values(token),
+        "stringData": {**control_secret_values(token), **certificate.secret_values()},
     }
 
 
@@ -403,6 +407,17 @@ def control_secret_values(token: str) -> dict[str, str]:
         security.SPARK_AUTH_KEY: security.spark_auth_secret(token),
         security.SPARK_AUTH_ENV_KEY: security.spark_auth_secret_env(token),
     }
+
+
+def missing_control_secret_values(
+    existing: dict[str, str], token: str, certificate: Callable[[], control_tls.ControlCertificate]
+) -> dict[str, str]:
+    """What an existing control Secret (made by an older operator) lacks: the keys derived from its token, and a
+    certificate with its key from `certificate()` (both, when either is missing: one cannot serve without the other)."""
+    missing = {key: value for key, value in control_secret_values(token).items() if key not in existing}
+    if not {control_tls.CERT_KEY, control_tls.KEY_KEY} <= existing.keys():
+        missing.update(certificate().secret_values())
+    return missing
 
 
 def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:

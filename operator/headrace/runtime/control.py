@@ -1,8 +1,10 @@
-"""The driver's authenticated HTTP control endpoint (paths from the runtime contract).
+"""The driver's authenticated control endpoint (paths from the runtime contract), over TLS when configured.
 
-Owns: routing ``GET /v1/status``, ``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint``,
-``POST /v1/rescale`` and ``POST /v1/dispose-savepoint`` to :class:`ControlActions`, bearer-token
-checks (no token configured: every control request is refused), JSON bodies and error statuses,
+Owns: serving HTTPS with the app's certificate (the handshake runs in the connection's own thread, under the
+socket timeout, so a client that never finishes it holds no other request), routing ``GET /v1/status``,
+``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint``, ``POST /v1/rescale`` and
+``POST /v1/dispose-savepoint`` to :class:`ControlActions`, bearer-token checks (no token configured: every
+control request is refused), JSON bodies and error statuses,
 and ``GET /healthz`` without a token.
 Never: implements the actions; it only parses, authorizes, calls and answers.
 """
@@ -12,10 +14,12 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from headrace.api import runtime_contract as contract
@@ -165,8 +169,40 @@ class _Handler(BaseHTTPRequestHandler):
         self.actions.after_stop_response()
 
 
+def server_context(directory: str) -> ssl.SSLContext:
+    """TLS settings of the endpoint: the certificate and key files in `directory` (the app's Secret, mounted);
+    TLS 1.2 or newer. A missing or unreadable file raises (the runtime then stops: it never falls back to HTTP)."""
+    folder = Path(directory)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(folder / contract.CONTROL_TLS_CERT_FILE, folder / contract.CONTROL_TLS_KEY_FILE)
+    return context
+
+
+class _TLSServer(ThreadingHTTPServer):
+    """`ThreadingHTTPServer` whose connections complete a TLS handshake, in their own thread, before HTTP."""
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], context: ssl.SSLContext) -> None:
+        super().__init__(address, handler)
+        self.context = context
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(self.RequestHandlerClass.timeout)  # type: ignore[attr-defined]
+        secured = self.context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        try:
+            secured.do_handshake()
+        except (OSError, ValueError) as error:  # plain HTTP, an untrusting client, a stall: nothing was read
+            log.debug("control: TLS handshake with %s failed: %s", client_address, error)
+            secured.close()
+            return
+        try:
+            super().finish_request(secured, client_address)
+        finally:
+            self.shutdown_request(secured)
+
+
 class ControlServer:
-    """The control endpoint served from a daemon thread."""
+    """The control endpoint served from a daemon thread (HTTPS when `tls` is given, else plain HTTP)."""
 
     def __init__(
         self,
@@ -174,12 +210,17 @@ class ControlServer:
         token: str | None,
         address: str,
         port: int,
+        *,
         socket_timeout: float = SOCKET_TIMEOUT_SECONDS,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         handler = type("Handler", (_Handler,), {"actions": actions, "token": token, "timeout": socket_timeout})
-        self._server = ThreadingHTTPServer((address, port), handler)
+        self._server = (
+            ThreadingHTTPServer((address, port), handler) if tls is None else _TLSServer((address, port), handler, tls)
+        )
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="headrace-control", daemon=True)
+        self.tls = tls is not None
 
     @property
     def port(self) -> int:

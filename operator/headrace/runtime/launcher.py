@@ -17,6 +17,7 @@ import os
 import runpy
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 import threading
@@ -32,7 +33,7 @@ from pyspark.errors import StreamingQueryException
 from headrace.api import runtime_contract as contract
 from headrace.runtime import patching, termination
 from headrace.runtime.agent import Agent, CheckpointBehindError, StartRefusedError
-from headrace.runtime.control import ControlServer
+from headrace.runtime.control import ControlServer, server_context
 from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.phases import PhaseClock, process_start_time, watch_spark
 from headrace.runtime.restore import RestoreIncompatibleError
@@ -120,13 +121,21 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
     return agent.wait_for_queries()
 
 
-def _start_servers(settings: RuntimeSettings, agent: Agent, metrics: RuntimeMetrics) -> tuple[object, ControlServer]:
+def _control_tls(settings: RuntimeSettings) -> ssl.SSLContext | None:
+    """The control endpoint's TLS settings, when the operator mounted the app's certificate (raises if unreadable)."""
+    return server_context(settings.control_tls_dir) if settings.control_tls_dir else None
+
+
+def _start_servers(
+    settings: RuntimeSettings, agent: Agent, metrics: RuntimeMetrics, tls: ssl.SSLContext | None
+) -> tuple[object, ControlServer]:
     metrics_server = metrics.serve(settings.bind_address, settings.metrics_port)
-    control = ControlServer(agent, settings.control_token, settings.bind_address, settings.control_port)
+    control = ControlServer(agent, settings.control_token, settings.bind_address, settings.control_port, tls=tls)
     control.start()
     if not settings.control_token:
         log.warning("HEADRACE_CONTROL_TOKEN is not set: every control request will be refused")
-    log.info("metrics on :%d, control endpoint on :%d", settings.metrics_port, control.port)
+    scheme = "HTTPS" if control.tls else "plain HTTP"
+    log.info("metrics on :%d, control endpoint (%s) on :%d", settings.metrics_port, scheme, control.port)
     return metrics_server, control
 
 
@@ -141,6 +150,10 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     script = argv[0]
     if not os.path.isfile(script):
         return termination.usage(f"no such script: {script}")
+    try:
+        tls = _control_tls(settings)
+    except (OSError, ssl.SSLError) as error:  # never served as plain HTTP instead
+        return termination.usage(f"{contract.ENV_CONTROL_TLS_DIR}: cannot load the control certificate: {error}")
     conf_dir = Path(tempfile.mkdtemp(prefix="headrace-conf-"))
     prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir)
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
@@ -148,7 +161,7 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     phases = PhaseClock(metrics, process_start_time())
     metrics.start_time.set(phases.started_at)
     agent = Agent(settings, metrics, utc_now, phases)
-    metrics_server, control = _start_servers(settings, agent, metrics)
+    metrics_server, control = _start_servers(settings, agent, metrics, tls)
     uninstall = patching.install(agent)
     signal.signal(signal.SIGTERM, sigterm_handler(agent, settings))
     watch_spark(phases)

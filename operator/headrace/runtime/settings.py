@@ -42,6 +42,7 @@ class RuntimeSettings:
     mode: str = "continuous"
     control_port: int = contract.DEFAULT_CONTROL_PORT
     control_token: str | None = None
+    control_tls_dir: str | None = None  # the app's certificate and key: the control endpoint is HTTPS only
     metrics_port: int = contract.DEFAULT_METRICS_PORT
     bind_address: str = "0.0.0.0"  # noqa: S104 - the driver pod must be reachable by the operator
     pod_ip: str | None = None
@@ -159,6 +160,7 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         mode=_choice(env, contract.ENV_MODE, MODES),
         control_port=_port(env, contract.ENV_CONTROL_PORT, contract.DEFAULT_CONTROL_PORT),
         control_token=_optional(env, contract.ENV_CONTROL_TOKEN),
+        control_tls_dir=_optional(env, contract.ENV_CONTROL_TLS_DIR),
         metrics_port=_port(env, contract.ENV_METRICS_PORT, contract.DEFAULT_METRICS_PORT),
         bind_address=_optional(env, ENV_CONTROL_BIND) or "0.0.0.0",  # noqa: S104
         pod_ip=_optional(env, contract.ENV_POD_IP),

@@ -12,7 +12,7 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from headrace.adapters.driver import DriverControl
+from headrace.adapters.driver import DriverControl, DriverEndpoint
 from headrace.adapters.kube import KubeClient
 from headrace.api import runtime_contract as contract
 from headrace.controller.cache import Cache, Kind
@@ -97,9 +97,6 @@ class FakeKube(KubeClient):
         self.calls.append(("add_secret_values", ",".join(sorted(values))))
         self.secrets[(namespace, name)].update(values)
 
-    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
-        return self.secrets.get((namespace, name), {}).get(key)
-
     def prune_attempt_objects(self, namespace: str, app: str, keep_run: int, keep_attempt: int) -> list[str]:
         self.calls.append(("prune_attempt_objects", f"{app}-r{keep_run}-a{keep_attempt}"))
         return []
@@ -145,14 +142,18 @@ class FakeDriver(DriverControl):
         super().__init__()
         self.document: contract.StatusDocument = document or {"phase": "Running", "queries": []}
         self.calls: list[tuple[str, str]] = []
+        self.endpoints: list[DriverEndpoint] = []  # how each request reached the driver
 
-    def status(self, address: str, token: str) -> contract.StatusDocument:
+    def status(self, endpoint: DriverEndpoint) -> contract.StatusDocument:
+        self.endpoints.append(endpoint)
         return copy.deepcopy(self.document)
 
-    def savepoint(self, address: str, token: str, *, path: str, reason: str, stop: bool) -> dict[str, Any]:
+    def savepoint(self, endpoint: DriverEndpoint, *, path: str, reason: str, stop: bool) -> dict[str, Any]:
+        self.endpoints.append(endpoint)
         self.calls.append(("stop-with-savepoint" if stop else "savepoint", path))
         return {"path": path, "sizeBytes": 10, "queries": [{"batchId": 4}]}
 
-    def rescale(self, address: str, token: str, executors: int) -> dict[str, Any]:
+    def rescale(self, endpoint: DriverEndpoint, executors: int) -> dict[str, Any]:
+        self.endpoints.append(endpoint)
         self.calls.append(("rescale", str(executors)))
         return {"requested": executors}

@@ -7,6 +7,9 @@ from typing import Any
 
 from headrace.api import names
 from headrace.controller.cache import Cache, on_event, trim_pod
+from headrace.controller.observe import serves_control_tls
+from headrace.render import control_tls, manifests
+from tests.unit.builders import attempt
 
 NAMESPACE = "analytics"
 
@@ -51,7 +54,7 @@ def test_a_pod_is_kept_trimmed_to_what_the_planner_reads() -> None:
     cache.observed("pod", pod("d1", 5))
     [held] = cache.pods(NAMESPACE, "clicks")
     assert held == trim_pod(pod("d1", 5))
-    assert "spec" not in held and "managedFields" not in held["metadata"]
+    assert held["spec"] == {"volumes": []} and "managedFields" not in held["metadata"]  # only the TLS volume is kept
     assert held["status"]["containerStatuses"] == [{"state": {"running": {}}}]
     assert cache.pods(NAMESPACE, "other") == []
 
@@ -135,3 +138,17 @@ def test_a_savepoints_outcome_recorded_off_the_reconcile_wakes_its_app() -> None
         (NAMESPACE, "clicks"),
         False,
     )
+
+
+def test_a_trimmed_pod_still_says_whether_it_serves_tls() -> None:
+    """The store drops the pod's spec but for the control certificate's volume: a driver from before TLS (no such
+    volume) is asked in plain HTTP, every other one over HTTPS; a pod copy without a spec counts as TLS."""
+    pod = manifests.driver_pod(attempt())
+    assert serves_control_tls(trim_pod(pod))
+    old = {
+        **pod,
+        "spec": {**pod["spec"], "volumes": [v for v in pod["spec"]["volumes"] if v["name"] != control_tls.VOLUME]},
+    }
+    assert not serves_control_tls(trim_pod(old))
+    assert trim_pod(pod)["spec"] == {"volumes": [{"name": control_tls.VOLUME}]}  # nothing else of the spec is kept
+    assert serves_control_tls({"metadata": {}, "status": {}})

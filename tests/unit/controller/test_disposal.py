@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from headrace.adapters.driver import DriverUnavailable
+from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import names
 from headrace.controller.disposal import SavepointDisposer
 from headrace.core.disposal import DEADLINE_SECONDS, MAX_TRIES
-from headrace.render import manifests
+from headrace.render import control_tls, manifests
 from tests.unit.builders import T0
 
 from .fakes import FakeDriver, FakeKube
-from .test_reconciler import APP, DRIVER, NAMESPACE, app_body
+from .test_reconciler import APP, CERTIFICATE, DRIVER, NAMESPACE, app_body
 
 NAME = "clicks-periodic-1"
 PATH = f"s3a://bucket/savepoints/{NAMESPACE}/{APP}/{NAME}"
@@ -28,10 +28,11 @@ class FlakyDriver(FakeDriver):
         super().__init__()
         self.failures, self.status = failures, status
 
-    def dispose_savepoint(self, address: str, token: str, path: str) -> dict[str, Any]:
+    def dispose_savepoint(self, endpoint: DriverEndpoint, path: str) -> dict[str, Any]:
+        self.endpoints.append(endpoint)
         self.calls.append(("dispose", path))
         if len([call for call in self.calls if call[0] == "dispose"]) <= self.failures:
-            raise DriverUnavailable(f"POST {address}: HTTP {self.status}: busy", self.status)
+            raise DriverUnavailable(f"POST {endpoint.address}: HTTP {self.status}: busy", self.status)
         return {"path": path, "deleted": True}
 
 
@@ -49,10 +50,14 @@ def cluster(driver: FakeDriver, *, running: bool = True) -> tuple[FakeKube, Save
     kube = FakeKube()
     kube.apps[(NAMESPACE, APP)] = app_body({"phase": "Running", "run": {"driverPod": DRIVER}})
     kube.apps[(NAMESPACE, APP)]["spec"]["state"]["savepointDir"] = "s3a://bucket/savepoints"
-    kube.secrets[(NAMESPACE, names.control_secret(APP))] = {manifests.TOKEN_KEY: "token"}
+    kube.secrets[(NAMESPACE, names.control_secret(APP))] = {
+        manifests.TOKEN_KEY: "token",
+        **CERTIFICATE.secret_values(),
+    }
     pod_status = {"phase": "Running", "podIP": "10.0.0.9"} if running else {"phase": "Pending"}
     kube.pods[(NAMESPACE, DRIVER)] = {
         "metadata": {"name": DRIVER, "namespace": NAMESPACE, "labels": {"headrace.dev/app": APP}},
+        "spec": {"volumes": [control_tls.volume(APP)]},  # it serves the control endpoint over TLS
         "status": pod_status,
     }
     kube.savepoints[(NAMESPACE, NAME)] = deleted_savepoint()
@@ -76,6 +81,9 @@ def test_a_flaky_driver_is_asked_again_until_the_files_are_gone() -> None:
     kube, disposer = cluster(driver)
     tries, waited, messages = run_finalizer(kube, disposer)
     assert driver.calls == [("dispose", PATH)] * 3
+    assert {(endpoint.address, endpoint.certificate) for endpoint in driver.endpoints} == {
+        ("10.0.0.9", CERTIFICATE.certificate)  # over TLS, trusting the app's certificate only (issue 12)
+    }
     assert (tries, waited) == (2, 30.0)  # 10 s, then 20 s
     assert "HTTP 503" in messages[0]
     assert kube.events == ["SavepointDisposed", "SavepointDisposed"]  # on the StreamingSavepoint and its app
@@ -122,3 +130,12 @@ def test_a_starting_driver_is_waited_for_then_the_files_are_left() -> None:
     assert driver.calls == [] and tries == MAX_TRIES and waited < DEADLINE_SECONDS
     assert "no running driver" in messages[0]
     assert kube.events == ["SavepointFilesLeft", "SavepointFilesLeft"]
+
+
+def test_a_tls_driver_is_not_asked_without_the_apps_certificate() -> None:
+    """The token never goes in plain HTTP to a driver that serves TLS (issue 12): no certificate, no call."""
+    driver = FlakyDriver(failures=0)
+    kube, disposer = cluster(driver)
+    del kube.secrets[(NAMESPACE, names.control_secret(APP))][control_tls.CERT_KEY]
+    run_finalizer(kube, disposer)
+    assert driver.calls == [] and driver.endpoints == []

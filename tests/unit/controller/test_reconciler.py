@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from cryptography import x509
 from prometheus_client import CollectorRegistry
 
 from headrace.api import models, names
@@ -23,13 +24,14 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
-from headrace.render import manifests
-from tests.unit.builders import T0, spec
+from headrace.render import control_tls, manifests
+from tests.unit.builders import T0, certificate, spec
 
 from .fakes import FakeCache, FakeDriver, FakeKube
 
 NAMESPACE, APP = "analytics", "clicks"
 DRIVER = "clicks-r1-a1-driver"
+CERTIFICATE = certificate(APP, NAMESPACE)
 
 
 def app_body(status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -45,7 +47,10 @@ def app_body(status: dict[str, Any] | None = None) -> dict[str, Any]:
 def cluster() -> tuple[FakeKube, FakeDriver, Reconciler, OperatorMetrics]:
     kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
     kube.apps[(NAMESPACE, APP)] = app_body()
-    kube.secrets[(NAMESPACE, names.control_secret(APP))] = {manifests.TOKEN_KEY: "token"}
+    kube.secrets[(NAMESPACE, names.control_secret(APP))] = {
+        **manifests.control_secret_values("token"),
+        **CERTIFICATE.secret_values(),
+    }
     return kube, driver, Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0), metrics
 
 
@@ -113,7 +118,8 @@ def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount()
     the token kept, so the next driver's secretKeyRefs resolve; a complete Secret is left alone."""
     kube, _, reconciler, _ = cluster()
     secret = kube.secrets[(NAMESPACE, names.control_secret(APP))]
-    assert set(secret) == {manifests.TOKEN_KEY}
+    secret.clear()
+    secret[manifests.TOKEN_KEY] = "token"
     action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
     reconciler._act(kube.apps[(NAMESPACE, APP)], action)
     pod = next(obj for obj in kube.created if obj["kind"] == "Pod")
@@ -128,13 +134,37 @@ def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount()
         if (volume.get("secret") or {}).get("secretName") == names.control_secret(APP)
         for item in volume["secret"].get("items", [])
     }
-    assert len(mounted) >= 2, mounted  # the token and Spark's secret at least
+    assert len(mounted) >= 4, mounted  # the token, Spark's secret, the control certificate and its key at least
     assert mounted <= set(secret), (mounted, set(secret))
     assert secret[manifests.TOKEN_KEY] == "token"
-    assert secret == manifests.control_secret_values("token")
+    derived = manifests.control_secret_values("token")
+    assert {key: secret[key] for key in derived} == derived
+    assert set(secret) == {*derived, control_tls.CERT_KEY, control_tls.KEY_KEY}
+    assert _names_in(secret[control_tls.CERT_KEY]) == [names.control_server_name(APP, NAMESPACE)]
+    kept = dict(secret)
     kube.calls.clear()
     reconciler._act(kube.apps[(NAMESPACE, APP)], action)
     assert "add_secret_values" not in [call[0] for call in kube.calls]
+    assert secret == kept  # the certificate is made once per app, not per attempt
+
+
+def test_a_certificate_without_its_key_is_replaced_whole() -> None:
+    kube, _, reconciler, _ = cluster()
+    secret = kube.secrets[(NAMESPACE, names.control_secret(APP))]
+    del secret[control_tls.KEY_KEY]
+    action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    assert ("add_secret_values", f"{control_tls.CERT_KEY},{control_tls.KEY_KEY}") in kube.calls
+    assert secret[control_tls.CERT_KEY] != CERTIFICATE.certificate
+    assert secret[control_tls.KEY_KEY] != CERTIFICATE.key
+
+
+def _names_in(pem: str) -> list[str]:
+    parsed = x509.load_pem_x509_certificate(pem.encode())
+    names_in: list[str] = parsed.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    ).value.get_values_for_type(x509.DNSName)
+    return names_in
 
 
 def test_a_new_app_records_its_intent_before_creating_anything() -> None:
@@ -191,11 +221,47 @@ def test_a_scheduled_restart_counts_once_by_reason(reason: str | None, label: st
     assert restarts == {name: (1.0 if name == label else 0.0) for name in restarts}
 
 
-def _running_driver_pod(deleting: bool) -> dict[str, Any]:
+def _running_driver_pod(deleting: bool = False, *, tls: bool = True) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": DRIVER, "namespace": NAMESPACE}
     if deleting:
         metadata["deletionTimestamp"] = "2026-11-21T12:00:00Z"
-    return {"metadata": metadata, "status": {"phase": "Running", "podIP": "10.0.0.9"}}
+    volumes = [control_tls.volume(APP)] if tls else []  # a pod from before TLS has no such volume
+    return {"metadata": metadata, "spec": {"volumes": volumes}, "status": {"phase": "Running", "podIP": "10.0.0.9"}}
+
+
+def test_a_tls_driver_is_asked_trusting_only_the_apps_certificate() -> None:
+    _, driver, reconciler, _ = cluster()
+    body = app_body({"run": {"driverPod": DRIVER}})
+    assert reconciler._driver_status(body, [_running_driver_pod()]) is not None
+    assert reconciler._driver_status(body, [_running_driver_pod(tls=False)]) is not None
+    tls, plain = driver.endpoints
+    assert (tls.address, tls.token, tls.certificate) == ("10.0.0.9", "token", CERTIFICATE.certificate)
+    assert tls.server_name == names.control_server_name(APP, NAMESPACE) and tls.scheme == "https"
+    assert (plain.address, plain.token, plain.certificate, plain.scheme) == ("10.0.0.9", "token", None, "http")
+
+
+@pytest.mark.parametrize("tls", [True, False])
+def test_actions_reach_the_driver_as_its_pod_serves(tls: bool) -> None:
+    kube, driver, reconciler, _ = cluster()
+    with_savepoint(kube, "sp-1")
+    body = kube.apps[(NAMESPACE, APP)]
+    reconciler._act(body, RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3, control_tls=tls))
+    savepoint = TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="p", reason="manual", control_tls=tls)
+    reconciler._act(body, savepoint)
+    assert [endpoint.certificate for endpoint in driver.endpoints] == [CERTIFICATE.certificate if tls else None] * 2
+
+
+def test_the_token_is_never_sent_to_a_tls_driver_without_the_apps_certificate() -> None:
+    """A Secret without the certificate (being completed, or damaged) leaves a TLS driver unasked: no plain HTTP."""
+    kube, driver, reconciler, _ = cluster()
+    with_savepoint(kube, "sp-1")
+    del kube.secrets[(NAMESPACE, names.control_secret(APP))][control_tls.CERT_KEY]
+    body = kube.apps[(NAMESPACE, APP)]
+    assert reconciler._driver_status(app_body({"run": {"driverPod": DRIVER}}), [_running_driver_pod()]) is None
+    assert reconciler._act(body, RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3)) is not None  # retried
+    reconciler._act(body, TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="p", reason="manual"))
+    assert driver.endpoints == []
+    assert kube.savepoints[(NAMESPACE, "sp-1")]["status"]["phase"] == "Failed"
 
 
 @pytest.mark.parametrize(("deleting", "asked"), [(False, True), (True, False)])
@@ -203,7 +269,7 @@ def test_a_terminating_driver_is_not_asked_for_its_status(deleting: bool, asked:
     _, driver, reconciler, _ = cluster()
     asked_addresses: list[str] = []
     answer = driver.status
-    driver.status = lambda address, token: asked_addresses.append(address) or answer(address, token)  # type: ignore[method-assign]
+    driver.status = lambda endpoint: asked_addresses.append(endpoint.address) or answer(endpoint)  # type: ignore[method-assign]
     body = app_body({"run": {"driverPod": DRIVER}})
     document = reconciler._driver_status(body, [_running_driver_pod(deleting)])
     assert (document is not None) == asked
