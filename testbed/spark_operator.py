@@ -106,6 +106,12 @@ def application_manifest(name: str, image: str, main_file: str, pod_spec: dict[s
             "mainApplicationFile": main_file,
             "sparkVersion": "4.3.0",
             "restartPolicy": {"type": "Always", "onFailureRetryInterval": 1, "onSubmissionFailureRetryInterval": 1},
+            # spark-submit's Kubernetes client gives up on a request after 10 s by default: on a loaded machine
+            # every submission then fails and is retried; a minute lets each go through once.
+            "sparkConf": {
+                "spark.kubernetes.submission.requestTimeout": "60000",
+                "spark.kubernetes.submission.connectionTimeout": "60000",
+            },
             "driver": {
                 "cores": 1,
                 "memory": "1g",
