@@ -1,0 +1,432 @@
+"""The chaos run: the quick start's example on Kafka with a producer, faults injected one after another, and after
+each an independent read of the sink. Shared by tests/e2e/test_chaos.py (one of each kind) and bench/chaos.py.
+
+Owns: deploying the example for chaos (the quick start's own `apply_example`: Kafka source, state in the S3
+bucket; a short heartbeat timeout so a frozen driver is replaced within the run), injecting each fault of a
+schedule (testbed.faults) and measuring its recovery, the intervention a person would make when the
+system does not recover on its own (counted, never hidden), the sink check after each fault, and the
+figures of a run (faults injected and survived, records checked, recovery per kind: median and max).
+What "recovered" means per kind (seconds from the injection; for the 30 s outages, from the service's return):
+- driver pod deleted, SIGKILL, SIGSTOP: the first batch committed by a new driver;
+- executor deleted: the first batch committed once a replacement executor runs;
+- operator leader SIGKILL: the Lease renewed by a live operator (the app commits throughout);
+- API server stopped: the API answers, a live operator renewed the Lease, a batch was committed since;
+- S3 server stopped: a batch committed since, the app Running;
+- operator restart during a savepoint: that StreamingSavepoint Succeeded.
+Never: asserts (the test does) or prints (the test and the bench do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from headrace.api import models, names
+from testbed import faults, operator_pods, quickstart, scenario, sink
+from testbed.controlplane import delete_namespace
+from testbed.environment import Environment
+from testbed.scenario import OPERATOR_NAMESPACE
+
+HEARTBEAT_TIMEOUT = "30s"  # restartPolicy.heartbeatTimeout of the chaos app (the default is 2m)
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class Outcome:
+    """One injected fault: how long the app took to recover (None: it did not on its own), what a person had to do,
+    and the sink check that followed."""
+
+    kind: str
+    recovery_seconds: float | None
+    person: str = ""  # what a person had to do ('' when nothing)
+    check: sink.SinkCheck | None = None
+    note: str = ""
+
+    @property
+    def survived(self) -> bool:
+        """Recovered on its own, and the sink was right afterwards."""
+        return self.recovery_seconds is not None and self.check is not None and self.check.ok
+
+
+@dataclass
+class Figures:
+    """The figures of one chaos run."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    final: sink.SinkCheck | None = None  # the sink against every input event, after the flush
+
+    @property
+    def injected(self) -> int:
+        """Faults injected."""
+        return len(self.outcomes)
+
+    @property
+    def survived(self) -> int:
+        """Faults after which the app recovered by itself with a correct sink."""
+        return sum(outcome.survived for outcome in self.outcomes)
+
+    def recovery(self) -> dict[str, tuple[int, float | None, float | None]]:
+        """Per kind: (injected, median, max) of the recovery seconds of those that recovered by themselves."""
+        table: dict[str, tuple[int, float | None, float | None]] = {}
+        for kind in faults.KINDS:
+            of_kind = [outcome for outcome in self.outcomes if outcome.kind == kind]
+            seconds = [o.recovery_seconds for o in of_kind if o.recovery_seconds is not None]
+            if of_kind:
+                table[kind] = (
+                    len(of_kind),
+                    statistics.median(seconds) if seconds else None,
+                    max(seconds) if seconds else None,
+                )
+        return table
+
+    def needed_person(self) -> list[Outcome]:
+        """The faults a person had to step in for."""
+        return [outcome for outcome in self.outcomes if outcome.person]
+
+
+@contextlib.contextmanager
+def chaos_app(target: Environment, files: int = 5) -> Iterator[scenario.AppHandle]:
+    """The quick start's example (Kafka topic and namespace of its own, state in the bucket), committing batches;
+    its namespace is deleted afterwards."""
+    namespace = f"chaos-{uuid.uuid4().hex[:6]}"
+    example = scenario.windowed_counts_manifest(target.data_root)  # its restart policy, plus the heartbeat timeout
+    policy = {**example["spec"]["restartPolicy"], "heartbeatTimeout": HEARTBEAT_TIMEOUT}
+    with target.api_client() as api:
+        try:
+            data, clicks = quickstart.apply_example(
+                target, files, namespace=namespace, topic=namespace, restartPolicy=policy
+            )
+            handle = scenario.AppHandle(api, namespace, data)
+            handle.input = clicks
+            handle.wait(handle.commits, 600, "the chaos app's first committed batch")
+            yield handle
+        finally:
+            delete_namespace(api, namespace)
+
+
+def _retrying(check: Callable[[], Any]) -> Any:
+    """`check()`, or None while the API server (or anything it reads) does not answer."""
+    try:
+        return check()
+    except Exception:
+        return None
+
+
+def _until(check: Callable[[], Any], timeout: float) -> float | None:
+    """Poll `check` until truthy; the wall-clock time it first was, None after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _retrying(check):
+            return time.time()
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+class Chaos:
+    """Injects faults into one app on the local cluster and measures each recovery."""
+
+    def __init__(
+        self,
+        target: Environment,
+        app: scenario.AppHandle,
+        *,
+        outage_seconds: float = 30.0,
+        recovery_timeout: float = 240.0,
+        check_timeout: float = 120.0,
+    ) -> None:
+        if target.control_plane is None or target.object_store is None:
+            raise RuntimeError("the chaos run needs the local cluster (its API server and S3 server)")
+        self.target, self.app = target, app
+        self.control_plane, self.object_store = target.control_plane, target.object_store
+        self.outage_seconds, self.recovery_timeout, self.check_timeout = outage_seconds, recovery_timeout, check_timeout
+        self.api = app.core.api_client
+        self._writer: scenario.Writer | None = None
+
+    # --- the run --------------------------------------------------------------------------------
+
+    def run(self, schedule: list[faults.Fault], log: Callable[[str], None] = print) -> Figures:
+        """Every fault of `schedule` in turn with the producer writing throughout, a sink check after each, then
+        the producer's flush and the sink against every event."""
+        figures = Figures()
+        self.start_producing()
+        try:
+            for fault in schedule:
+                figures.outcomes.append(self.one(fault))
+                log(describe(figures.outcomes[-1]))
+        finally:
+            self.stop_producing()
+        figures.final = self.final_check()
+        return figures
+
+    def start_producing(self) -> None:
+        """Start the producer (a chunk of clicks every 2 s) for the faults."""
+        if self._writer is None:
+            self._writer = scenario.Writer(self.app.input, interval=2.0).__enter__()
+
+    def stop_producing(self) -> None:
+        """Stop the producer (before `final_check`'s flush)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.__exit__()
+
+    def one(self, fault: faults.Fault) -> Outcome:
+        """After the fault's pause: inject it, wait for the recovery, check the sink."""
+        time.sleep(fault.pause)
+        outcome = self.inject(fault.kind)
+        outcome.check = self.check_sink()
+        return outcome
+
+    def inject(self, kind: str) -> Outcome:
+        """Inject one fault now and wait for the recovery (stepping in, as a person would, if there is none)."""
+        injectors: dict[str, Callable[[], Outcome]] = {
+            faults.DRIVER_POD_DELETED: self._driver_pod_deleted,
+            faults.DRIVER_SIGKILL: self._driver_sigkill,
+            faults.EXECUTOR_DELETED: self._executor_deleted,
+            faults.OPERATOR_LEADER_KILLED: self._operator_leader_killed,
+            faults.APISERVER_STOPPED: self._apiserver_stopped,
+            faults.OBJECT_STORE_STOPPED: self._object_store_stopped,
+            faults.DRIVER_SIGSTOP: self._driver_sigstop,
+            faults.OPERATOR_RESTART_IN_SAVEPOINT: self._operator_restart_in_savepoint,
+        }
+        self._steady()
+        return injectors[kind]()
+
+    def _steady(self) -> None:
+        """Before a fault: the app Running with a driver and an executor, committing batches."""
+        app = self.app
+        app.wait(lambda: _retrying(lambda: app.status().get("phase") == "Running"), 300, "phase Running")
+        app.wait(lambda: app.running(names.ROLE_DRIVER) and app.running(names.ROLE_EXECUTOR), 300, "driver, executor")
+        since = time.time()
+        app.wait(lambda: app.commits_after(since), 120, "a batch before the next fault")
+
+    # --- the faults -----------------------------------------------------------------------------
+
+    def _driver(self) -> Any:
+        return self.app.running(names.ROLE_DRIVER)[0]
+
+    def _new_driver_commits(self, kind: str, injected: float, old: str, person: Callable[[], str]) -> Outcome:
+        """Recovered when a driver other than `old` commits a batch; otherwise a person steps in."""
+        try:
+            return Outcome(kind, self.app.first_commit_of_new_driver(injected, old, self.recovery_timeout))
+        except AssertionError:
+            action = person()
+            self.app.first_commit_of_new_driver(injected, old, self.recovery_timeout)
+            return Outcome(kind, None, action, note=f"no new driver within {self.recovery_timeout:.0f}s")
+
+    def _delete_driver_by_hand(self, old: str) -> Callable[[], str]:
+        def act() -> str:
+            with contextlib.suppress(client.ApiException):
+                self.app.core.delete_namespaced_pod(old, self.app.namespace, grace_period_seconds=0)
+            return f"deleted driver pod {old}"
+
+        return act
+
+    def _driver_pod_deleted(self) -> Outcome:
+        old = self._driver().metadata.name
+        injected = time.time()
+        self.app.core.delete_namespaced_pod(old, self.app.namespace)
+        return self._new_driver_commits(faults.DRIVER_POD_DELETED, injected, old, self._delete_driver_by_hand(old))
+
+    def _driver_sigkill(self) -> Outcome:
+        pod = self._driver()
+        injected = time.time()
+        faults.signal_container(faults.container_id(pod), signal.SIGKILL, only="java")
+        old = pod.metadata.name
+        return self._new_driver_commits(faults.DRIVER_SIGKILL, injected, old, self._delete_driver_by_hand(old))
+
+    def _driver_sigstop(self) -> Outcome:
+        pod = self._driver()
+        container = faults.container_id(pod)
+        injected = time.time()
+        faults.signal_container(container, signal.SIGSTOP)
+        old = pod.metadata.name
+
+        def thaw_and_delete() -> str:
+            with contextlib.suppress(RuntimeError):
+                faults.signal_container(container, signal.SIGCONT)
+            return self._delete_driver_by_hand(old)() + " (after SIGCONT)"
+
+        return self._new_driver_commits(faults.DRIVER_SIGSTOP, injected, old, thaw_and_delete)
+
+    def _executor_deleted(self) -> Outcome:
+        app = self.app
+        old = app.running(names.ROLE_EXECUTOR)[0].metadata.name
+        injected = time.time()
+        app.core.delete_namespaced_pod(old, app.namespace)
+
+        def replaced() -> bool:
+            return any(pod.metadata.name != old for pod in app.running(names.ROLE_EXECUTOR))
+
+        running = _until(replaced, self.recovery_timeout)
+        if running is None:
+            return Outcome(faults.EXECUTOR_DELETED, None, "nothing replaced the executor", note="no executor")
+        commits = app.wait(lambda: app.commits_after(running), self.recovery_timeout, "a batch on the new executor")
+        return Outcome(faults.EXECUTOR_DELETED, min(path.stat().st_mtime for path in commits) - injected)
+
+    def _leads_since(self, moment: float) -> bool:
+        """A live operator pod holds the Lease and renewed it after `moment` (a dead process renews nothing)."""
+        holder, renewed = operator_pods.lease_renewed(self.api)
+        pod = next((p for p in operator_pods.operator_pods(self.api) if p.metadata.name == holder), None)
+        ready = pod is not None and all(status.ready for status in pod.status.container_statuses or [])
+        return bool(ready and renewed is not None and renewed > moment + 1)
+
+    def _operator_leader_killed(self) -> Outcome:
+        leader = self.app.wait(lambda: operator_pods.leader_pod(self.api), 120, "the operator's leader")
+        container = faults.container_id(leader)
+        injected = time.time()
+        faults.signal_container(container, signal.SIGKILL)
+        back = _until(lambda: self._leads_since(injected), self.recovery_timeout)
+        if back is None:
+            return self._restart_operator_by_hand(faults.OPERATOR_LEADER_KILLED)
+        return Outcome(faults.OPERATOR_LEADER_KILLED, back - injected)
+
+    def _restart_operator_by_hand(self, kind: str) -> Outcome:
+        for pod in operator_pods.operator_pods(self.api):
+            self.app.core.delete_namespaced_pod(pod.metadata.name, OPERATOR_NAMESPACE)
+        self.app.wait(lambda: operator_pods.leader_pod(self.api), 300, "an operator leading again")
+        return Outcome(kind, None, "deleted the operator's pods", note="no operator led again")
+
+    def _apiserver_stopped(self) -> Outcome:
+        plane = self.control_plane
+        _, back = faults.outage(plane.stop_apiserver, plane.start_apiserver, self.outage_seconds)
+        app = self.app
+        recovered = _until(lambda: self._leads_since(back) and app.commits_after(back), self.recovery_timeout)
+        if recovered is None:
+            return self._restart_operator_by_hand(faults.APISERVER_STOPPED)
+        return Outcome(faults.APISERVER_STOPPED, recovered - back, note=f"stopped {self.outage_seconds:.0f}s")
+
+    def _object_store_stopped(self) -> Outcome:
+        store = self.object_store
+        _, back = faults.outage(store.stop_server, store.start_server, self.outage_seconds)
+        app = self.app
+
+        def committing() -> bool:
+            return bool(app.commits_after(back)) and app.status().get("phase") == "Running"
+
+        recovered = _until(committing, self.recovery_timeout)
+        if recovered is None:
+            old = self._driver().metadata.name
+            action = self._delete_driver_by_hand(old)()
+            return Outcome(faults.OBJECT_STORE_STOPPED, None, action, note="no batch after S3 returned")
+        first = min(path.stat().st_mtime for path in app.commits_after(back))
+        return Outcome(faults.OBJECT_STORE_STOPPED, first - back, note=f"stopped {self.outage_seconds:.0f}s")
+
+    def _savepoints(self) -> dict[str, dict[str, Any]]:
+        listed: Any = self.app.custom.list_namespaced_custom_object(
+            models.GROUP, models.VERSION, self.app.namespace, models.SAVEPOINT_PLURAL
+        )
+        items: list[dict[str, Any]] = listed["items"]
+        return {item["metadata"]["name"]: item for item in items}
+
+    def _operator_restart_in_savepoint(self) -> Outcome:
+        kind, app = faults.OPERATOR_RESTART_IN_SAVEPOINT, self.app
+        before = set(self._savepoints())
+        nonce = int(app.app()["spec"].get("savepoints", {}).get("triggerNonce", 0)) + 1
+        app.patch_spec({"savepoints": {"triggerNonce": nonce}})
+
+        def begun() -> tuple[str, str] | None:
+            """The new StreamingSavepoint once the operator has asked the driver (or it is already done)."""
+            for name, item in self._savepoints().items():
+                phase = (item.get("status") or {}).get("phase")
+                if name not in before and phase in ("InProgress", "Succeeded", "Failed"):
+                    return name, str(phase)
+            return None
+
+        deadline = time.monotonic() + 120
+        while not (found := _retrying(begun)) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the restart has to land while the driver copies: look often
+        if not isinstance(found, tuple):
+            raise AssertionError(f"the triggered savepoint never began\n{app.diagnostics()}")
+        name, phase = found
+        leader = app.wait(lambda: operator_pods.leader_pod(self.api), 60, "the operator's leader")
+        injected = time.time()
+        app.core.delete_namespaced_pod(leader.metadata.name, OPERATOR_NAMESPACE)
+        note = f"savepoint {phase} when the operator pod was deleted"
+
+        def settled() -> str | None:
+            phase = (self._savepoints()[name].get("status") or {}).get("phase")
+            return str(phase) if phase in ("Succeeded", "Failed") else None
+
+        done = _until(settled, self.recovery_timeout)
+        final = _retrying(settled)
+        if done is not None and final == "Succeeded":
+            return Outcome(kind, done - injected, note=note)
+        message = _retrying(lambda: self._savepoints()[name]["status"].get("message")) or "no outcome"
+        app.patch_spec({"savepoints": {"triggerNonce": nonce + 1}})  # the person asks again
+        earlier = {None, name, (app.status().get("latestSavepoint") or {}).get("name")}
+        app.wait(lambda: (app.status().get("latestSavepoint") or {}).get("name") not in earlier, 300, "a savepoint")
+        return Outcome(kind, None, f"triggered the savepoint again ({message})", note=note)
+
+    # --- the sink -------------------------------------------------------------------------------
+
+    def _output(self) -> Any:
+        return self.app.data / "output" / "tumbling"
+
+    def check_sink(self) -> sink.SinkCheck:
+        """Read the sink independently: no window twice, every count equal to the input's, and every window the
+        input produced so far has closed in it (waited for up to `check_timeout`)."""
+        produced = list(self.app.input.counted())
+        last = datetime.strptime(produced[-1]["event_time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        closed = sink.closed_windows(scenario.expected_tumbling_counts(produced), last)
+        deadline = time.monotonic() + self.check_timeout
+        while True:
+            rows = sink.read_rows(self._output())
+            found = sink.compare(rows, scenario.expected_tumbling_counts(self.app.input.counted()), closed)
+            if not found.missing or found.duplicated or found.wrong or time.monotonic() > deadline:
+                return found
+            time.sleep(2)
+
+    def final_check(self) -> sink.SinkCheck:
+        """After the producer's flush: the sink against every input event (nothing lost, duplicated or wrong)."""
+        self.stop_producing()
+        expected = scenario.expected_tumbling_counts(self.app.input.counted())
+        self.app.input.flush()
+        with contextlib.suppress(AssertionError):  # a sink that never completes is reported as missing windows
+            sink.wait_for_every_window(self.app, expected, timeout=self.check_timeout + 60)
+        return sink.compare(sink.read_rows(self._output()), expected, expected)
+
+
+def summary(figures: Figures) -> list[str]:
+    """The run's figures as text: totals, then a Markdown table of recovery per kind."""
+    final = figures.final
+    lines = [
+        f"faults injected: {figures.injected}, survived without a person: {figures.survived}",
+        f"sink checks: {sum(o.check is not None for o in figures.outcomes)} after faults, all right: "
+        f"{all(o.check is not None and o.check.ok for o in figures.outcomes)}; final: "
+        + (f"{final.records} records in {final.windows} windows, right: {final.ok}" if final else "not run"),
+        f"needed a person: {[(o.kind, o.person) for o in figures.needed_person()] or 'none'}",
+        "",
+        "| fault | injected | recovered alone | recovery median (s) | recovery max (s) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for kind, (count, median, longest) in figures.recovery().items():
+        alone = sum(o.recovery_seconds is not None for o in figures.outcomes if o.kind == kind)
+        lines.append(
+            f"| {kind} | {count} | {alone} | "
+            + " | ".join(f"{value:.1f}" if value is not None else "-" for value in (median, longest))
+            + " |"
+        )
+    return lines
+
+
+def describe(outcome: Outcome) -> str:
+    """One line about one fault."""
+    recovery = f"{outcome.recovery_seconds:.1f}s" if outcome.recovery_seconds is not None else "did not recover"
+    check = outcome.check
+    sink_text = (
+        f"sink ok: {check.windows} windows, {check.records} records"
+        if check is not None and check.ok
+        else f"SINK WRONG: {check}"
+    )
+    person = f"; a person {outcome.person}" if outcome.person else ""
+    note = f" ({outcome.note})" if outcome.note else ""
+    return f"{outcome.kind}: recovered in {recovery}{note}; {sink_text}{person}"
