@@ -2,10 +2,12 @@
 that enforces the `restricted` Pod Security Standard (its data on a PersistentVolumeClaim, the volume
 type that standard allows); a spec asking for host access is refused naming the field and no driver
 starts; the permission matrix of the operator's, the driver's and an executor's ServiceAccount is
-printed and checked with `kubectl auth can-i`."""
+printed and checked with `kubectl auth can-i`; a foreign pod finds the control endpoint served only over
+TLS with the app's certificate and is refused without the token, and cannot join as an executor."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import time
@@ -15,10 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 from kubernetes import client
 
 from headrace.api import names
 from headrace.api import runtime_contract as contract
+from headrace.render import control_tls
 from testbed import build, images, scenario
 from testbed.controlplane import create_namespace, delete_namespace
 from testbed.scenario import OPERATOR_NAMESPACE
@@ -188,28 +193,39 @@ def test_permission_matrix(e2e: E2E, restricted_app: scenario.AppHandle) -> None
         assert answer.stdout.strip() == "no", (verb, resource, answer.stdout, answer.stderr)
 
 
-# A pod of the namespace that is not part of the app: it tries the control endpoint without the token and
-# registers as an executor with Spark's own executor backend, without the app's Spark secret.
+# A pod of the namespace that is not part of the app: it tries the control endpoint in plain HTTP, over TLS
+# verified against the system's CAs, and over TLS without verification (without the token, then with a
+# guess), records the certificate the driver serves, and registers as an executor with Spark's own
+# executor backend, without the app's Spark secret.
 FOREIGN_PROBE = r"""
-import json, os, socket, subprocess, urllib.error, urllib.request
+import hashlib, http.client, json, os, socket, ssl, subprocess, urllib.error, urllib.request
 
-driver = os.environ["DRIVER"]
+driver, port = os.environ["DRIVER"], int(os.environ["CONTROL_PORT"])
+unverified = ssl.create_default_context()
+unverified.check_hostname = False
+unverified.verify_mode = ssl.CERT_NONE
 
 
-def get(path, headers):
-    request = urllib.request.Request(f"http://{driver}:{os.environ['CONTROL_PORT']}{path}", headers=headers)
+def get(path, headers, scheme="https", context=unverified):
+    request = urllib.request.Request(f"{scheme}://{driver}:{port}{path}", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=10, context=context if scheme == "https" else None) as answer:
             return answer.status
     except urllib.error.HTTPError as error:
         return error.code
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+        return f"error: {type(error).__name__}: {error}"
 
 
 result = {
+    "plain_http": get(os.environ["HEALTH_PATH"], {}, scheme="http"),
+    "verified_by_system_cas": get(os.environ["HEALTH_PATH"], {}, context=ssl.create_default_context()),
     "health": get(os.environ["HEALTH_PATH"], {}),
     "status_without_token": get(os.environ["STATUS_PATH"], {}),
     "status_with_a_guess": get(os.environ["STATUS_PATH"], {"Authorization": "Bearer guess"}),
 }
+with socket.create_connection((driver, port), timeout=10) as raw, unverified.wrap_socket(raw) as tls:
+    result["served_certificate_sha256"] = hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()
 with socket.create_connection((driver, int(os.environ["RPC_PORT"])), timeout=10):
     result["rpc_reachable"] = True
 backend = [
@@ -236,6 +252,11 @@ def test_a_foreign_pod_cannot_call_the_control_endpoint_or_join_as_an_executor(
     app = restricted_app
     (driver,) = app.wait(lambda: app.running(names.ROLE_DRIVER), 300, "the driver pod to run")
     app.wait(app.commits, 300, "the first committed batch")
+    # The operator reads the driver's progress over HTTPS, trusting only the app's certificate.
+    app.wait(lambda: (app.status().get("progress") or {}).get("committedBatches"), 120, "progress read by the operator")
+    secret = app.core.read_namespaced_secret(names.control_secret(scenario.APP), app.namespace)
+    pem = base64.b64decode(secret.data[control_tls.CERT_KEY])
+    app_certificate = x509.load_pem_x509_certificate(pem).fingerprint(hashes.SHA256()).hex()
     container = {
         "name": "probe",
         "image": images.image_ref("spark"),
@@ -279,7 +300,10 @@ def test_a_foreign_pod_cannot_call_the_control_endpoint_or_join_as_an_executor(
     result = json.loads(log.strip().splitlines()[-1])
     print(json.dumps({key: value for key, value in result.items() if key != "executor_output"}))
     print(result["executor_output"][-1500:])
-    assert result["health"] == 200  # the endpoint is reachable: the refusals below are the token's doing
+    assert str(result["plain_http"]).startswith("error"), result  # TLS only: plain HTTP gets no HTTP answer
+    assert "CERTIFICATE_VERIFY_FAILED" in str(result["verified_by_system_cas"])  # self-signed, the app's own
+    assert result["served_certificate_sha256"] == app_certificate  # exactly the certificate of the app's Secret
+    assert result["health"] == 200  # the endpoint is reachable over TLS: the refusals below are the token's doing
     assert result["status_without_token"] in (401, 403)
     assert result["status_with_a_guess"] in (401, 403)
     assert result["rpc_reachable"] is True  # the driver's RPC port answers: the failure below is authentication
