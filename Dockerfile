@@ -128,6 +128,10 @@ COPY --from=connector-jars /connector-jars/ ${SPARK_HOME}/jars/
 COPY --chmod=0755 docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
 COPY apps/ /opt/headrace/apps/
 COPY --from=headrace /staging/ /opt/venv/
+# The driver's JVM command (recorded from Spark's launcher) and a class-data sharing archive for the
+# driver and executor JVMs, dumped from a local training run (headrace.runtime.jvm).
+COPY --chmod=0755 docker/train-cds.sh /opt/headrace/bin/train-cds
+RUN /opt/headrace/bin/train-cds
 LABEL org.opencontainers.image.title="headrace-spark" \
       org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, S3A, headrace runtime" \
       org.opencontainers.image.licenses="Apache-2.0"

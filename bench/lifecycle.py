@@ -12,13 +12,18 @@ Run: `uv run python bench/lifecycle.py`.
 (seen by polling the API and the checkpoint every 0.2 s, from the deletion): old driver gone, new
 driver pod created, Running, executor pod Running, first batch committed by the new driver, plus
 the runtime's own phase metrics (JVM, SparkContext, executors registered, queries started) when the
-new driver serves them; then the median and p90 of each.
+new driver serves them; then the median and p90 of each. `--legacy-start` runs the same with the
+previous cold path (the driver JVM started by spark-submit's launcher, no class-data sharing archive
+for driver and executors: HEADRACE_JVM_START=spark-submit on the driver); `--json FILE` saves the runs
+and `--baseline FILE` prints each phase's median against that file's as a ratio (two runs of the
+bench one after the other, each under its own node lock hold).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
 import tempfile
 import time
@@ -170,11 +175,21 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
     return dict(sorted(phases.items(), key=lambda item: item[1]))
 
 
-def recoveries(target: Environment, runs: int, spark_conf: dict[str, str]) -> list[dict[str, float]]:
+LEGACY_START_ENV = {"name": "HEADRACE_JVM_START", "value": "spark-submit"}  # headrace.runtime.jvm's switch
+
+
+def recoveries(
+    target: Environment, runs: int, spark_conf: dict[str, str], legacy_start: bool = False
+) -> list[dict[str, float]]:
     """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's)."""
     results = []
     example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
-    overrides = {"sparkConf": {**example["spec"].get("sparkConf", {}), **spark_conf}} if spark_conf else {}
+    overrides: dict[str, object] = (
+        {"sparkConf": {**example["spec"].get("sparkConf", {}), **spark_conf}} if spark_conf else {}
+    )
+    if legacy_start:
+        driver = example["spec"].get("driver", {})
+        overrides["driver"] = {**driver, "env": [*driver.get("env", []), LEGACY_START_ENV]}
     with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
         app.wait(app.commits, 900, "the first batch")
         for number in range(1, runs + 1):
@@ -186,15 +201,20 @@ def recoveries(target: Environment, runs: int, spark_conf: dict[str, str]) -> li
     return results
 
 
-def _summary(results: list[dict[str, float]]) -> None:
-    names_seen = sorted(
-        {name for phases in results for name in phases},
-        key=lambda n: statistics.median([phases[n] for phases in results if n in phases]),
-    )
+def _median(results: list[dict[str, float]], name: str) -> float:
+    return statistics.median([phases[name] for phases in results if name in phases])
+
+
+def _summary(results: list[dict[str, float]], baseline: list[dict[str, float]] | None = None) -> None:
+    names_seen = sorted({name for phases in results for name in phases}, key=lambda n: _median(results, n))
     for name in names_seen:
         values = sorted(phases[name] for phases in results if name in phases)
         p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
-        print(f"{name}: median {statistics.median(values):.1f} s, p90 {p90:.1f} s, n={len(values)}", flush=True)
+        line = f"{name}: median {statistics.median(values):.1f} s, p90 {p90:.1f} s, n={len(values)}"
+        if baseline and any(name in phases for phases in baseline):
+            before = _median(baseline, name)
+            line += f"; baseline median {before:.1f} s, ratio {statistics.median(values) / before:.2f}"
+        print(line, flush=True)
 
 
 def main() -> None:
@@ -204,11 +224,17 @@ def main() -> None:
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="with --recovery: add to sparkConf"
     )
+    parser.add_argument("--legacy-start", action="store_true", help="with --recovery: the previous cold path")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="with --recovery: save the runs' phases")
+    parser.add_argument("--baseline", type=Path, metavar="FILE", help="with --recovery: ratios against saved runs")
     options = parser.parse_args()
     spark_conf = dict(item.split("=", 1) for item in options.spark_conf)
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
-            _summary(recoveries(target, options.recovery, spark_conf))
+            results = recoveries(target, options.recovery, spark_conf, options.legacy_start)
+            if options.json:
+                options.json.write_text(json.dumps(results, indent=1))
+            _summary(results, json.loads(options.baseline.read_text()) if options.baseline else None)
             return
         for name, value in run(target).items():
             print(f"{name}: {value:.1f}", flush=True)

@@ -17,13 +17,47 @@ ensure_passwd_entry() {
 }
 
 # Same order as upstream: conf dir, Hadoop conf, user classpath, Spark's jars, extra classpath.
-spark_classpath() {
+upstream_classpath() {
   local classpath="${SPARK_CLASSPATH:+$SPARK_CLASSPATH:}$SPARK_HOME/jars/*"
   classpath+="${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"
   classpath="${HADOOP_CONF_DIR:+$HADOOP_CONF_DIR:}$classpath"
   classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$classpath"
   echo "$classpath${SPARK_DIST_CLASSPATH:+:$SPARK_DIST_CLASSPATH}"
 }
+
+# With the image's recorded jar list (headrace.runtime.jvm, docker/train-cds.sh): Spark's jars in
+# that order first (then any jar added since), the conf dir last, so the class-data sharing archive
+# dumped over that list at build matches; the same entries as upstream otherwise. None of Spark's
+# jars holds a file a conf dir has (log4j2.properties, core-site.xml, ...), so nothing is shadowed.
+jvm_dir=${HEADRACE_JVM_DIR:-/opt/headrace/jvm}
+direct_start() {
+  [[ "${HEADRACE_JVM_START:-direct}" != spark-submit && -f "$jvm_dir/classpath" ]]
+}
+spark_classpath() {
+  if ! direct_start; then
+    upstream_classpath
+    return
+  fi
+  local classpath="${SPARK_CLASSPATH:+$SPARK_CLASSPATH:}" jar
+  declare -A recorded=()
+  while IFS= read -r jar; do
+    if [[ -n "$jar" && -f "$jar" ]]; then
+      classpath+="$jar:"
+      recorded[$jar]=1
+    fi
+  done <"$jvm_dir/classpath"
+  for jar in "$SPARK_HOME"/jars/*.jar; do
+    [[ -n "${recorded[$jar]:-}" ]] || classpath+="$jar:"
+  done
+  classpath+="${SPARK_EXTRA_CLASSPATH:+$SPARK_EXTRA_CLASSPATH:}${HADOOP_CONF_DIR:+$HADOOP_CONF_DIR:}"
+  classpath+="${SPARK_DIST_CLASSPATH:+$SPARK_DIST_CLASSPATH:}"
+  echo "$classpath${SPARK_CONF_DIR:-$SPARK_HOME/conf}"
+}
+
+archive_options=()
+if direct_start && [[ -f "$jvm_dir/spark.jsa" ]]; then
+  archive_options=("-XX:SharedArchiveFile=$jvm_dir/spark.jsa" -Xshare:auto)
+fi
 
 # The driver passes the executor's JVM options as SPARK_JAVA_OPT_0, SPARK_JAVA_OPT_1, ... (one each).
 executor_java_options=()
@@ -37,7 +71,7 @@ collect_executor_java_options() {
 run_executor() {
   collect_executor_java_options
   exec "$JAVA_HOME/bin/java" \
-    "${executor_java_options[@]}" \
+    "${executor_java_options[@]}" "${archive_options[@]}" \
     "-Xms$SPARK_EXECUTOR_MEMORY" "-Xmx$SPARK_EXECUTOR_MEMORY" \
     -cp "$(spark_classpath)" \
     org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \

@@ -31,7 +31,7 @@ from types import FrameType
 from pyspark.errors import StreamingQueryException
 
 from headrace.api import runtime_contract as contract
-from headrace.runtime import patching, termination
+from headrace.runtime import jvm, patching, termination
 from headrace.runtime.agent import Agent, CheckpointBehindError, StartRefusedError
 from headrace.runtime.control import ControlServer, server_context
 from headrace.runtime.metrics import RuntimeMetrics
@@ -155,8 +155,9 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     except (OSError, ssl.SSLError) as error:  # never served as plain HTTP instead
         return termination.usage(f"{contract.ENV_CONTROL_TLS_DIR}: cannot load the control certificate: {error}")
     conf_dir = Path(tempfile.mkdtemp(prefix="headrace-conf-"))
-    prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir)
+    prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir, jvm.executor_conf(env))
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    uninstall_jvm = jvm.install(os.environ)
     metrics = RuntimeMetrics()
     phases = PhaseClock(metrics, process_start_time())
     metrics.start_time.set(phases.started_at)
@@ -172,6 +173,7 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         uninstall()
+        uninstall_jvm()
         try:
             agent.shutdown_spark()
         finally:

@@ -70,8 +70,12 @@ def merged_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str,
     return merged
 
 
-def prepare_conf_dir(settings: RuntimeSettings, source_dir: str | None, target_dir: Path) -> dict[str, str]:
+def prepare_conf_dir(
+    settings: RuntimeSettings, source_dir: str | None, target_dir: Path, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Copy the operator's conf dir into ``target_dir`` and write the merged spark-defaults there.
+
+    ``extra`` is added where the configuration has no such key (the JVM start's executor switch).
 
     Returns the merged configuration. The caller points ``SPARK_CONF_DIR`` at ``target_dir``.
     """
@@ -86,5 +90,7 @@ def prepare_conf_dir(settings: RuntimeSettings, source_dir: str | None, target_d
             base = spark_defaults.parse(defaults.read_text(encoding="utf-8"))
     conf = merged_conf(settings, base)
     target_dir.chmod(0o700)  # it may hold values from Secrets: readable by the runtime's user only
+    for key, value in (extra or {}).items():
+        conf.setdefault(key, value)
     (target_dir / DEFAULTS_FILE).write_text(spark_defaults.render(conf, header=HEADER), encoding="utf-8")
     return conf
