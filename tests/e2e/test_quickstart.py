@@ -54,6 +54,18 @@ def test_quickstart_example_commits_batches_without_a_restart(example: scenario.
     assert "kafka.kafka.svc:9092" in example.app()["spec"]["application"]["args"]
 
 
+MAPPED_ARCHIVE = "grep -l /opt/headrace/jvm/spark.jsa /proc/[0-9]*/maps 2>/dev/null || true"
+
+
+def test_driver_and_executor_jvms_map_the_images_class_data_archive(e2e: E2E, example: scenario.AppHandle) -> None:
+    """Both JVMs use the image's class-data sharing archive (a classpath that does not match it would not)."""
+    (driver,) = example.pods(names.ROLE_DRIVER)
+    executor = example.wait(lambda: example.running(names.ROLE_EXECUTOR), 300, "an executor")[0]
+    for pod in (driver, executor):
+        out = e2e.kubectl("exec", "-n", example.namespace, pod.metadata.name, "--", "sh", "-c", MAPPED_ARCHIVE)
+        assert "/maps" in out, f"{pod.metadata.name}: no process maps the archive: {out}"
+
+
 def test_quickstart_sink_holds_exactly_the_produced_clicks(example: scenario.AppHandle) -> None:
     example.input.next_file()  # a chunk produced while the query runs, not only before it started
     expected = scenario.expected_tumbling_counts(example.input.counted())
