@@ -13,7 +13,8 @@ trap 'rm -rf "$work"' EXIT
 app=/opt/headrace/apps/windowed-counts/app.py
 cd /opt/headrace
 python -m apps.common.generate clicks --files "$work/in" --batches 3 --per-batch 200 >/dev/null
-HEADRACE_CDS_DUMP="$jvm_dir/spark.jsa" HEADRACE_TERMINATION_MESSAGE_PATH="$work/termination" \
+SPARK_LOCAL_HOSTNAME=localhost SPARK_LOCAL_IP=127.0.0.1 HEADRACE_CDS_DUMP="$jvm_dir/spark.jsa" \
+HEADRACE_TERMINATION_MESSAGE_PATH="$work/termination" \
 HEADRACE_CONTROL_BIND=127.0.0.1 HEADRACE_CONTROL_PORT=0 HEADRACE_METRICS_PORT=0 HEADRACE_STATE_PARTITIONS=4 \
   python -m headrace.runtime "$app" --source files --input "$work/in" --output "file://$work/out" \
     --checkpoint "file://$work/checkpoint" --available-now --max-files-per-trigger 1
