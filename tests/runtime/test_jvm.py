@@ -14,6 +14,7 @@ import pytest
 
 from headrace.runtime import jvm
 
+pytestmark = pytest.mark.spark
 SPARK_HOME = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
 JAVA = jvm.java_executable(os.environ)
 
