@@ -188,7 +188,7 @@ def recoveries(
         {"sparkConf": {**example["spec"].get("sparkConf", {}), **spark_conf}} if spark_conf else {}
     )
     if legacy_start:
-        driver = example["spec"].get("driver", {})
+        driver = scenario.windowed_counts_manifest(Path())["spec"]["driver"]  # the same resources, plus the switch
         overrides["driver"] = {**driver, "env": [*driver.get("env", []), LEGACY_START_ENV]}
     with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
         app.wait(app.commits, 900, "the first batch")
