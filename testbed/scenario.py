@@ -247,8 +247,11 @@ def prepare_data_dir(root: Path, name: str) -> Path:
         )
     data = root / name
     for sub in ("input", "output", "state", "savepoints"):
-        (data / sub).mkdir(parents=True, exist_ok=True)
-        (data / sub).chmod(0o777)
+        path = data / sub
+        if path.is_symlink() and not path.exists():
+            path.unlink()  # a link into the bucket of a cluster since taken down (the quick start's state)
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o777)
     data.chmod(0o777)
     return data
 
