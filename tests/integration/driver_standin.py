@@ -188,6 +188,11 @@ class ScriptedDriver:
         with self._lock:
             self.exit_due = time.monotonic() + self.exit_delay
 
+    def promote(self) -> dict[str, Any]:
+        with self._lock:
+            self.requests.append(Request(self.pod, "promote"))
+            return {"promoted": False, "phase": self.phase}
+
     def dispose_savepoint(self, path: str) -> dict[str, Any]:
         with self._lock:
             self.requests.append(Request(self.pod, "dispose", path))

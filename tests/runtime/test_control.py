@@ -49,6 +49,10 @@ class FakeActions:
             raise ActionError(HTTPStatus.BAD_REQUEST, "not under the savepoint root")
         return {"path": path, "deleted": True}
 
+    def promote(self) -> dict[str, Any]:
+        self.calls.append(("promote", None))
+        return {"promoted": True, "phase": "Starting"}
+
 
 def call(port: int, method: str, path: str, body: Any = None, token: str | None = None) -> tuple[int, dict[str, Any]]:
     data = json.dumps(body).encode() if body is not None else None
@@ -81,6 +85,7 @@ def test_requests_without_the_token_are_refused(served: tuple[FakeActions, int])
     assert call(port, "POST", contract.PATH_STOP_WITH_SAVEPOINT, {})[0] == 401
     assert call(port, "POST", contract.PATH_RESCALE, {"executors": 1})[0] == 401
     assert call(port, "POST", contract.PATH_DISPOSE_SAVEPOINT, {"path": "/sp/a"})[0] == 401
+    assert call(port, "POST", contract.PATH_PROMOTE, {}, token="wrong")[0] == 401
     assert actions.calls == []
     assert call(port, "GET", contract.PATH_HEALTH) == (200, {"status": "ok"})
 
@@ -117,3 +122,5 @@ def test_actions_with_the_token(served: tuple[FakeActions, int]) -> None:
     assert call(port, "POST", dispose, {"path": "/sp/.."}, token="s3cret")[0] == 400
     assert call(port, "POST", dispose, {}, token="s3cret")[0] == 400  # no path: nothing is called
     assert actions.calls[-2:] == [("dispose", "/sp/a"), ("dispose", "/sp/..")]
+    assert call(port, "POST", contract.PATH_PROMOTE, token="s3cret") == (200, {"promoted": True, "phase": "Starting"})
+    assert actions.calls[-1] == ("promote", None)

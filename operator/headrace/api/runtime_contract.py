@@ -26,6 +26,9 @@ ENV_MODE: Final = "HEADRACE_MODE"  # "continuous" | "bounded" (Trigger.Available
 # JSON {query key: last committed batch id} the operator saw committed by earlier attempts of this run;
 # a query whose checkpoint has fewer commits refuses to start (EXIT_CHECKPOINT_BEHIND)
 ENV_EXPECTED_COMMITS: Final = "HEADRACE_EXPECTED_COMMITS"
+# "true": a warm standby driver. The script runs up to its first query start (JVM, SparkContext and executors
+# up), which blocks, nothing written to the checkpoint, until POST PATH_PROMOTE; then it goes on as an active driver
+ENV_STANDBY: Final = "HEADRACE_STANDBY"
 ENV_CONTROL_PORT: Final = "HEADRACE_CONTROL_PORT"
 ENV_CONTROL_TOKEN: Final = "HEADRACE_CONTROL_TOKEN"  # bearer token; requests without it are refused
 # Directory holding CONTROL_TLS_CERT_FILE and CONTROL_TLS_KEY_FILE (the app's Secret, mounted): set, the control
@@ -55,6 +58,9 @@ PATH_RESCALE: Final = "/v1/rescale"  # POST {"executors": int}
 # POST {"path": str}: delete one savepoint directory, a direct child of HEADRACE_SAVEPOINT_DIR only;
 # answers {"path": str, "deleted": bool} (false: it was already gone)
 PATH_DISPOSE_SAVEPOINT: Final = "/v1/dispose-savepoint"
+# POST {}: a standby driver starts its queries (the operator fenced the active one first); answers
+# {"promoted": bool (false: it was not waiting, e.g. promoted before), "phase": RuntimePhase}
+PATH_PROMOTE: Final = "/v1/promote"
 PATH_HEALTH: Final = "/healthz"  # GET, no token: 200 once the runtime serves
 PATH_METRICS: Final = "/metrics"  # GET on the metrics port, no token (Prometheus)
 
@@ -74,7 +80,7 @@ TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
 
 
 # --- What the operator reads of the runtime's answers (the runtime builds them with these types) --
-RuntimePhase = Literal["Starting", "Running", "Savepointing", "Stopping", "Finished"]
+RuntimePhase = Literal["Standby", "Starting", "Running", "Savepointing", "Stopping", "Finished"]
 SAVEPOINTING_PHASES: Final[frozenset[RuntimePhase]] = frozenset({"Savepointing", "Stopping"})  # or stopping after one
 
 
@@ -144,3 +150,5 @@ STARTUP_PHASES: Final = (
     PHASE_QUERIES_STARTED,
     PHASE_FIRST_BATCH,
 )
+# Reached by a standby driver only (status document `phases`, no metric): when it was promoted
+PHASE_PROMOTED: Final = "promoted"

@@ -1,8 +1,9 @@
 """The runtime's state inside the driver: query starts, restore, progress, control actions.
 
-Owns: what happens when the script starts a query (managed checkpoint, bounded trigger, handing
-it to the ``Restorer`` before it runs, tracking, refusing starts once a stop began), listener
-events, the control actions (status, savepoint, stop-with-savepoint, rescale) and waiting for the
+Owns: what happens when the script starts a query (a standby waits there until promoted, managed
+checkpoint, bounded trigger, handing it to the ``Restorer`` before it runs, tracking, refusing starts
+once a stop began), listener events, the control actions (status, savepoint, stop-with-savepoint,
+rescale, promote) and waiting for the
 queries to end. A query start, a savepoint's choice of queries and a stop exclude each other.
 Never: parses HTTP or the environment, patches PySpark (``patching``), decides file selection
 (``checkpoint_files``) or restore compatibility (``restore``).
@@ -85,13 +86,17 @@ class Agent:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._stop_outcome = termination.failed("StopWithSavepointFailed", "stop-with-savepoint did not finish")
-        self._phase: contract.RuntimePhase = "Starting"
+        self._promoted = threading.Event()  # set from the start unless this driver is a standby
+        if not settings.standby:
+            self._promoted.set()
+        self._phase: contract.RuntimePhase = "Standby" if settings.standby else "Starting"
         self._requested_executors: int | None = None
         self.last_savepoint: contract.LastSavepoint | None = None
 
     # --- query starts (called by the patched DataStreamWriter) ---------------------------------
 
     def start_query(self, writer: DataStreamWriter, call: StartCall, launch: Callable[[], Any]) -> Any:
+        self._await_promotion(call)
         with self._start_lock:
             if self._stopping.is_set():
                 raise StartRefusedError(
@@ -125,6 +130,30 @@ class Agent:
                 self._phase = "Running"
             log.info("query %s started with checkpoint %s", key, checkpoint or "(Spark temporary)")
             return tracked.handle
+
+    def _await_promotion(self, call: StartCall) -> None:
+        """A standby blocks its script's first query start (outside the start lock, before anything touches the
+        checkpoint or the restore copy) until promoted; the SIGTERM handler still ends the process meanwhile."""
+        if self._promoted.is_set():
+            return
+        log.info(
+            "standby: the script reached its first query start (%s); waiting to be promoted",
+            call.query_name or "unnamed",
+        )
+        while not self._promoted.wait(1.0):
+            pass
+
+    def promote(self) -> dict[str, Any]:
+        """Let a standby start its queries (idempotent: `promoted` is False when it was not waiting)."""
+        with self._start_lock:
+            waiting = not self._promoted.is_set()
+            if waiting:
+                self._phase = "Starting"
+                if self.phases is not None:
+                    self.phases.mark(contract.PHASE_PROMOTED)
+                log.info("promoted: starting the queries")
+                self._promoted.set()
+            return {"promoted": waiting, "phase": self._phase}
 
     def _refuse_if_behind(self, key: str, checkpoint: str) -> None:
         expected = self.settings.expected_commits.get(key)
@@ -298,6 +327,8 @@ class Agent:
             return ""
 
     def stop_with_savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
+        if not self._promoted.is_set():
+            raise ActionError(HTTPStatus.CONFLICT, "a standby driver runs no queries: nothing to stop")
         if not self._operation.acquire(blocking=False):
             raise ActionError(HTTPStatus.CONFLICT, "another savepoint or stop is in progress")
         try:

@@ -2,10 +2,9 @@
 
 Owns: serving HTTPS with the app's certificate (the handshake runs in the connection's own thread, under the
 socket timeout, so a client that never finishes it holds no other request), routing ``GET /v1/status``,
-``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint``, ``POST /v1/rescale`` and
-``POST /v1/dispose-savepoint`` to :class:`ControlActions`, bearer-token checks (no token configured: every
-control request is refused), JSON bodies and error statuses,
-and ``GET /healthz`` without a token.
+``POST /v1/savepoint``, ``POST /v1/stop-with-savepoint``, ``POST /v1/rescale``, ``POST /v1/dispose-savepoint``
+and ``POST /v1/promote`` to :class:`ControlActions`, bearer-token checks (no token configured: every control
+request is refused), JSON bodies and error statuses, and ``GET /healthz`` without a token.
 Never: implements the actions; it only parses, authorizes, calls and answers.
 """
 
@@ -51,6 +50,10 @@ class ControlActions(Protocol):
 
     def dispose_savepoint(self, path: str) -> dict[str, Any]:
         """Delete one savepoint directory under this app's savepoint root."""
+        ...
+
+    def promote(self) -> dict[str, Any]:
+        """Let a standby driver start its queries."""
         ...
 
 
@@ -141,11 +144,15 @@ class _Handler(BaseHTTPRequestHandler):
                 contract.PATH_STOP_WITH_SAVEPOINT: self._stop_with_savepoint,
                 contract.PATH_RESCALE: self._rescale,
                 contract.PATH_DISPOSE_SAVEPOINT: self._dispose_savepoint,
+                contract.PATH_PROMOTE: self._promote,
             }
         )
 
     def _status(self) -> None:
         self._reply(HTTPStatus.OK, self.actions.status())
+
+    def _promote(self) -> None:
+        self._reply(HTTPStatus.OK, self.actions.promote())
 
     def _rescale(self) -> None:
         self._reply(HTTPStatus.OK, self.actions.rescale(_executors_field(self._body())))

@@ -40,6 +40,7 @@ class RuntimeSettings:
     state_partitions: int | None = None
     allow_repartition: bool = False
     mode: str = "continuous"
+    standby: bool = False  # a warm standby: the first query start waits for promotion
     control_port: int = contract.DEFAULT_CONTROL_PORT
     control_token: str | None = None
     control_tls_dir: str | None = None  # the app's certificate and key: the control endpoint is HTTPS only
@@ -158,6 +159,7 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         state_partitions=_integer(env, contract.ENV_STATE_PARTITIONS, None, 1),
         allow_repartition=_boolean(env, contract.ENV_ALLOW_REPARTITION),
         mode=_choice(env, contract.ENV_MODE, MODES),
+        standby=_boolean(env, contract.ENV_STANDBY),
         control_port=_port(env, contract.ENV_CONTROL_PORT, contract.DEFAULT_CONTROL_PORT),
         control_token=_optional(env, contract.ENV_CONTROL_TOKEN),
         control_tls_dir=_optional(env, contract.ENV_CONTROL_TLS_DIR),

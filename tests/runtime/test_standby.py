@@ -1,0 +1,97 @@
+"""A warm standby driver (issue 14, item 3): it runs the script up to its first query start and waits there,
+JVM and SparkContext up, touching nothing, until promoted; then it takes over the checkpoint exactly once.
+
+Real PySpark in local mode: an active attempt commits, a standby of the next attempt waits beside it on the same
+checkpoint, the active is SIGKILLed (the operator's fence), the standby is promoted and goes on; a final bounded
+attempt drains the input and the sink must hold every window exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headrace.api import runtime_contract as contract
+
+from .harness import RuntimeProcess, commits, write_events, write_sentinel
+from .test_exactly_once_kill import expected_rows, sink_rows
+
+pytestmark = pytest.mark.spark
+
+FILES, EVENTS_PER_FILE = 12, 20
+
+
+def _status(process: RuntimeProcess) -> dict[str, Any]:
+    code, status = process.request("GET", contract.PATH_STATUS, timeout=10)
+    assert code == 200, status
+    return status
+
+
+def test_a_standby_waits_warm_and_takes_over_exactly_once(tmp_path: Path, reader_spark: Any) -> None:
+    inputs, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoints"
+    write_events(inputs, FILES // 2, EVENTS_PER_FILE)  # the rest arrives once the standby is promoted
+    args = ["--input", str(inputs), "--output", str(output), "--files-per-batch", "1"]
+    env = {contract.ENV_CHECKPOINT_DIR: str(checkpoint), contract.ENV_STATE_PARTITIONS: "2"}
+    active = RuntimeProcess(tmp_path, args, {**env, contract.ENV_ATTEMPT: "1"}, name="active")
+    standby_env = {**env, contract.ENV_ATTEMPT: "2", contract.ENV_STANDBY: "true"}
+    standby = RuntimeProcess(tmp_path, args, standby_env, name="standby")
+    try:
+        active.start().wait_until(lambda: len(commits(checkpoint / "q0")) >= 2, 300, "two commits")
+        standby.start().wait_until(lambda: "waiting to be promoted" in standby.log(), 300, "the standby's gate")
+        status = _status(standby)
+        assert status["phase"] == "Standby"
+        assert status["queries"] == []
+        assert contract.PHASE_SPARK_CONTEXT_READY in status["phases"]  # warm: the script's session is up
+        assert contract.PHASE_QUERIES_STARTED not in status["phases"]
+        code, refused = standby.request("POST", contract.PATH_STOP_WITH_SAVEPOINT, {}, timeout=10)
+        assert code == 409, refused
+        code, refused = standby.request("POST", contract.PATH_SAVEPOINT, {"path": str(tmp_path / "sp")}, timeout=10)
+        assert code == 409, refused
+
+        active.kill()  # the operator's fence: the active driver is gone before the standby is promoted
+        last = commits(checkpoint / "q0")[-1]
+        promoted_at = time.monotonic()
+        assert standby.request("POST", contract.PATH_PROMOTE, timeout=10) == (
+            200,
+            {"promoted": True, "phase": "Starting"},
+        )
+        write_events(inputs, FILES - FILES // 2, EVENTS_PER_FILE, first=FILES // 2)
+        write_sentinel(inputs, FILES)
+        standby.wait_until(lambda: commits(checkpoint / "q0")[-1] > last, 120, "a commit by the promoted standby")
+        took = time.monotonic() - promoted_at
+        code, again = standby.request("POST", contract.PATH_PROMOTE, timeout=10)
+        assert (code, again["promoted"]) == (200, False)  # idempotent
+        status = _status(standby)
+        assert status["phase"] == "Running" and status["attempt"] == 2
+        assert contract.PHASE_PROMOTED in status["phases"]
+        print(f"promotion -> first commit of the standby: {took:.2f}s (local mode)")
+    finally:
+        active.kill()
+        standby.kill()
+    final = RuntimeProcess(tmp_path, args, {**env, contract.ENV_MODE: "bounded"}, name="final")
+    try:
+        code = final.start().wait(timeout=400)
+    finally:
+        final.kill()
+    assert code == contract.EXIT_OK, final.log()[-4000:]
+    assert sink_rows(reader_spark, output) == expected_rows(FILES, EVENTS_PER_FILE)
+
+
+def test_a_standby_ends_on_sigterm_while_it_waits(tmp_path: Path) -> None:
+    inputs, checkpoint = tmp_path / "in", tmp_path / "checkpoints"
+    write_events(inputs, 2, 5)
+    args = ["--input", str(inputs), "--output", str(tmp_path / "out")]
+    env = {contract.ENV_CHECKPOINT_DIR: str(checkpoint), contract.ENV_STANDBY: "true"}
+    standby = RuntimeProcess(tmp_path, args, env, name="standby")
+    try:
+        standby.start().wait_until(lambda: "waiting to be promoted" in standby.log(), 300, "the standby's gate")
+        assert standby.process is not None
+        standby.process.terminate()
+        assert standby.wait(timeout=30) == contract.EXIT_FAILED
+    finally:
+        standby.kill()
+    assert standby.termination()["reason"] == "Terminated"
+    assert not checkpoint.exists()  # it never touched the checkpoint
