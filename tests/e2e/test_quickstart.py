@@ -79,6 +79,19 @@ def test_quickstart_sink_holds_exactly_the_produced_clicks(example: scenario.App
     assert example.status().get("restarts", {}).get("total", 0) == 0
 
 
+def test_quickstart_status_reports_the_event_time_watermark(example: scenario.AppHandle) -> None:
+    """After the sink test's flush, the app's status shows a watermark in the clicks' event time (not the
+    epoch a query reports before it has seen data) within a heartbeat or two: what `kubectl get sapp` shows."""
+
+    def watermark() -> str | None:
+        progress = example.status().get("progress") or {}
+        mark = progress.get("watermark")
+        return mark if mark and mark >= scenario.BASE.strftime("%Y-%m-%d") else None
+
+    seen = example.wait(watermark, 120, "a watermark in the clicks' event time in the app's status")
+    print(f"quick start example: status watermark {seen}, progress {example.status().get('progress')}")
+
+
 def test_pod_data_lives_where_the_image_user_can_read_it(example: scenario.AppHandle) -> None:
     assert scenario.unreadable_ancestor(example.data) is None, example.data
 

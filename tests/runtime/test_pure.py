@@ -201,10 +201,15 @@ def test_progress_summary() -> None:
     assert summarize({"batchId": 0}).source_backlog is None
 
 
+EPOCH = "1970-01-01T00:00:00.000Z"
+
+
 def test_kafka_backlog_and_watermark_edge_cases() -> None:
     assert kafka_backlog('{"logOffset": 4}', '{"logOffset": 4}') is None
     assert kafka_backlog(None, None) is None
     assert watermark_lag_seconds("2026-11-21T00:00:00Z", "1970-01-01T00:00:00.000Z") is None
+    first = summarize({"batchId": 0, "timestamp": "2026-11-21T00:00:00Z", "eventTime": {"watermark": EPOCH}})
+    assert (first.watermark, first.watermark_lag_seconds) == (None, None), "before any event time: no watermark"
 
 
 def test_settings_from_env() -> None:

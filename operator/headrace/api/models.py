@@ -521,8 +521,12 @@ class ProgressSummary(Model):
     lastBatchTime: str | None = None
     inputRowsPerSecond: float | None = None
     processedRowsPerSecond: float | None = None
-    watermark: str | None = None
-    stateRows: int | None = None
+    watermark: str | None = Field(
+        default=None,
+        description="The lowest event-time watermark of the queries (absent until a query has seen event time: "
+        "Spark's first batch runs without one).",
+    )
+    stateRows: int | None = Field(default=None, description="Rows held in state, summed over the queries.")
     sourceBacklog: float | None = Field(default=None, description="Input waiting in the sources (Kafka offsets).")
     registeredExecutors: int | None = None
     committedBatches: dict[str, int] | None = Field(

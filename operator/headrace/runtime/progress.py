@@ -110,6 +110,8 @@ def summarize(progress: dict[str, Any]) -> ProgressSummary:
     """Summarize one progress report."""
     operators = progress.get("stateOperators") or []
     watermark = (progress.get("eventTime") or {}).get("watermark")
+    if watermark == EPOCH_WATERMARK:  # Spark's value before a query has seen event time: no watermark yet
+        watermark = None
     timestamp = str(progress.get("timestamp", ""))
     duration_ms = int(_number((progress.get("durationMs") or {}).get("triggerExecution")))
     return ProgressSummary(
