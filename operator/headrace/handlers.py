@@ -7,6 +7,9 @@ Every handler is async and only files what it saw and enqueues; the reconciler d
 - an event handler removes deleted objects from the cache and queues the object's app, unless the event
   is only the echo of the operator's own write (the reconciler already asked for what follows it), and
   notices a watch that listed again after a break (the cache is then checked against a fresh list).
+A fourth watch, of our two CRDs, notices a CRD replaced under the running operator (`helm upgrade`): the
+kind's watch may then deliver objects read under the old schema for a while, so apps are read afresh and
+the cache is checked against fresh lists meanwhile (`Cache.schema_changed`, `Verifier.schema_changed`).
 The pod watch asks the API server only for Headrace's driver pods (a server-side label selector,
 `settings.watching.label_selectors`): other pods in the watched namespaces are never streamed. The
 StreamingApp and StreamingSavepoint watches need none: every object of those kinds is Headrace's, and a
@@ -28,7 +31,7 @@ from typing import Any
 import kopf
 
 from headrace.api import models, names
-from headrace.controller.cache import Cache, Kind, Verifier, on_event
+from headrace.controller.cache import SCHEMA_SETTLE_SECONDS, Cache, Kind, Verifier, on_event
 from headrace.controller.workqueue import WorkQueue
 
 logger = logging.getLogger(__name__)
@@ -78,6 +81,7 @@ def register(
 
     for kind, resource in WATCHED.items():
         _watch(registry, kind, resource, cache=cache, queue=queue, verifier=verifier)
+    _watch_crds(registry, cache=cache, verifier=verifier)
     if dispose is not None:
         _dispose_on_delete(registry, dispose)
 
@@ -130,3 +134,32 @@ def _watch(
             verifier.relisted()
         if key is not None:
             queue.add(key)
+
+
+CRD_KINDS: dict[str, Kind] = {
+    f"{models.APP_PLURAL}.{models.GROUP}": "app",
+    f"{models.SAVEPOINT_PLURAL}.{models.GROUP}": "savepoint",
+}
+
+
+def _watch_crds(registry: kopf.OperatorRegistry, *, cache: Cache, verifier: Verifier) -> None:
+    """Our CRDs changed (not their initial listing): the kind's watch may deliver objects under the old schema
+    for a while (see `headrace.controller.cache`), so apps are read afresh and the cache is checked meanwhile."""
+
+    @kopf.on.event(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        id="crd-changed",
+        registry=registry,
+        field="spec.group",
+        value=models.GROUP,
+    )
+    async def crd_changed(event: kopf.RawEvent, **_: Any) -> None:
+        name = str(((event.get("object") or {}).get("metadata") or {}).get("name") or "")
+        kind = CRD_KINDS.get(name)
+        if kind is None or event.get("type") not in ("ADDED", "MODIFIED"):
+            return
+        logger.info("CRD %s changed: reading its objects afresh for %.0f s", name, SCHEMA_SETTLE_SECONDS)
+        cache.schema_changed(kind)
+        verifier.schema_changed()

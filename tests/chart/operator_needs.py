@@ -150,6 +150,8 @@ def kopf_needs() -> set[Need]:
     for handler in registry._watching.get_all_handlers():
         selector = handler.selector
         resource = selector.plural or selector.any_name
+        if (selector.group, resource) == CRDS:  # cluster-scoped: CLUSTER_NEEDS_ALWAYS (the CRD-change watch)
+            continue
         needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch"))
     for handler in registry._changing.get_all_handlers():  # kopf patches its finalizer and progress annotations in
         selector = handler.selector
@@ -179,6 +181,8 @@ def namespaced_needs() -> set[Need]:
     return adapter_needs() | kopf_needs() | driver_role_needs()
 
 
-# kopf observes CRDs always, and namespaces when it watches a list of them (kopf._core.reactor.observation).
-CLUSTER_NEEDS_ALWAYS = {Need("apiextensions.k8s.io", "customresourcedefinitions", verb) for verb in ("list", "watch")}
+# kopf observes CRDs always, and namespaces when it watches a list of them (kopf._core.reactor.observation); the
+# operator's own CRD watch (headrace.handlers, a CRD replaced under it) needs the same.
+CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
+CLUSTER_NEEDS_ALWAYS = {Need(*CRDS, verb) for verb in ("list", "watch")}
 CLUSTER_NEEDS_WATCHING_NAMESPACES = {Need("", "namespaces", verb) for verb in ("list", "watch")}

@@ -28,6 +28,7 @@ from testbed.tcpproxy import TcpProxy
 
 from .kube import (
     app_manifest,
+    condition,
     create_app,
     driver_pods,
     get_app,
@@ -39,6 +40,7 @@ from .kube import (
     watching,
 )
 
+FUTURE_FIELD = "committedOffsets"  # a status field of a "newer" operator version
 CUT_SECONDS = 5.0  # longer than kopf's reconnect backoff: the watches are broken, and fail to reconnect meanwhile
 
 
@@ -140,3 +142,50 @@ def test_a_fresh_list_drops_a_deleted_pod_the_watch_missed_and_adds_a_savepoint_
         assert verify(kube, cache, [namespace]) == {(namespace, "x")}
     assert cache.pods(namespace, "x") == []
     assert [item["metadata"]["name"] for item in cache.savepoints(namespace, "x")] == ["by-hand"]
+
+
+def _change_app_crd(api: ApiClient, field: str, *, add: bool) -> None:
+    """Replace the StreamingApp CRD with one more (or one fewer) status field, as `helm upgrade` with a changed CRD
+    does: the API server builds the kind's storage anew and tears the old one down under the open watches."""
+    extensions = client.ApiextensionsV1Api(api)
+    crd_name = f"{models.APP_PLURAL}.{models.GROUP}"
+    crd = api.sanitize_for_serialization(extensions.read_custom_resource_definition(crd_name))
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    if add:
+        status[field] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    else:
+        status.pop(field, None)
+    extensions.replace_custom_resource_definition(crd_name, crd)
+
+
+def test_an_app_changed_as_its_crd_is_replaced_under_the_running_operator_is_seen_as_stored(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """Until the old storage is torn down (a second or more after the CRD changed), the watches opened on it
+    deliver objects read under the old schema: a write made through the new storage arrives with its new field
+    pruned, at the resourceVersion that holds it. The operator notices its CRD changed and reads the apps
+    afresh for a while; here it must see the field of a newer operator version and hold the app."""
+    create_app(api, namespace, app_manifest("held"))
+    _running(api, namespace, "held")
+    custom = client.CustomObjectsApi(api)
+
+    def write_future_field() -> bool:  # pruned until the new storage serves the write
+        custom.patch_namespaced_custom_object_status(
+            models.GROUP, models.VERSION, namespace, models.APP_PLURAL, "held", {"status": {FUTURE_FIELD: {"q": 7}}}
+        )
+        return FUTURE_FIELD in get_app(api, namespace, "held").get("status", {})
+
+    _change_app_crd(api, FUTURE_FIELD, add=True)
+    try:
+        wait_for(write_future_field, interval=0.05, what="the newer status field stored")
+        stored_at = time.monotonic()
+        degraded = wait_for(
+            lambda: (c := condition(get_app(api, namespace, "held"), "Degraded")) and c["reason"] == "StatusUnreadable",
+            what="Degraded StatusUnreadable",
+        )
+        print(f"field stored as the CRD changed -> Degraded: {time.monotonic() - stored_at:.1f}s")
+        assert degraded
+        assert get_app(api, namespace, "held")["status"][FUTURE_FIELD] == {"q": 7}  # never written over
+        assert _live(api, namespace, "held") == ["held-r1-a1-driver"]
+    finally:
+        _change_app_crd(api, FUTURE_FIELD, add=False)

@@ -29,7 +29,14 @@ Why deciding from the store never starts a second driver (the staleness argument
 3. A driver pod missing from the store exists nowhere the operator could not know: pods of the
    app are created only by this operator (write-through) or were there when the watch listed them at
    start (the leader starts its watches only once it leads, after the previous leader stopped).
-4. What the store can lack is a deletion it has not seen (a watch that broke and relisted does not
+4. A CRD replaced under the watches (`helm upgrade` with a changed CRD): the API server builds the kind's
+   storage anew and tears the old one down a second or more later. Until then the watches opened on the old
+   storage deliver objects read under the old schema, so a write made through the new storage can arrive
+   with its new fields pruned, at the resourceVersion that holds them, and no later event corrects it. So a
+   read of the API server itself (a GET or a list) replaces a held object of the same resourceVersion that
+   differs (`fresh`, `replace`); and once the operator sees its CRD change (`schema_changed`), reconciles
+   GET the app (`unsettled`) and `Verifier` checks the cache every few seconds, for `SCHEMA_SETTLE_SECONDS`.
+5. What the store can lack is a deletion it has not seen (a watch that broke and relisted does not
    report what vanished meanwhile). A deleted pod still in the store only makes the fence wait for it
    (it never lets a new attempt start early); `verify` removes it after a relist, and at the latest
    after one resync period. A deleted app still in the store is written to and answers 404, which
@@ -41,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
@@ -53,6 +61,11 @@ Kind = Literal["app", "pod", "savepoint"]
 KINDS: tuple[Kind, ...] = ("app", "pod", "savepoint")
 AppKey = tuple[str, str]  # (namespace, app name)
 RELIST_SETTLE_SECONDS = 2.0  # after a relist is noticed, the cache is checked once its events have arrived
+# After a CRD of ours changed: how long the old storage may still feed the watches (the API server waits for
+# the requests on it for up to twice its request timeout, 60 s by default), and how often the cache is checked
+# against fresh lists meanwhile.
+SCHEMA_SETTLE_SECONDS = 120.0
+SCHEMA_CHECK_SECONDS = 5.0
 TOMBSTONES = 10_000  # uids of deleted objects remembered (a late write-through of one is ignored)
 
 _POD_LABELS = (names.APP, names.RUN, names.ATTEMPT, names.ROLE)
@@ -68,6 +81,11 @@ def newer(incoming: str, held: str) -> bool:
         return int(incoming) > int(held)
     except ValueError:
         return incoming != held
+
+
+def _differs(kind: Kind, body: dict[str, Any], held: dict[str, Any]) -> bool:
+    """Whether `body` is the held object's resourceVersion with other content (read under another schema)."""
+    return _rv(body) == _rv(held) and TRIM[kind](body) != held
 
 
 def _metadata(body: dict[str, Any], labels: Iterable[str]) -> dict[str, Any]:
@@ -148,6 +166,7 @@ class Cache:
         self._own: dict[str, str] = {}  # uid -> resourceVersion of the operator's own last write
         self._evented: set[str] = set()  # uids whose events the handlers have seen (listed again: a relist)
         self._gone: OrderedDict[str, None] = OrderedDict()
+        self._unsettled: dict[Kind, float] = {}  # kind -> until when (monotonic) its CRD's change may mislead watches
 
     # ---------------------------------------------------------------------------------- reads --
     def app(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -182,6 +201,22 @@ class Cache:
         """An object as a watch (or a listing) delivered it."""
         with self._lock:
             self._put(kind, body)
+
+    def fresh(self, kind: Kind, body: dict[str, Any]) -> None:
+        """An object as a read of the API server returned it (a GET): it replaces a held one of the same
+        resourceVersion too (that one may have been read under a CRD's older schema)."""
+        with self._lock:
+            self._put(kind, body, read=True)
+
+    def schema_changed(self, kind: Kind) -> None:
+        """The CRD of `kind` changed: for `SCHEMA_SETTLE_SECONDS` its watch may deliver objects under the old schema."""
+        with self._lock:
+            self._unsettled[kind] = time.monotonic() + SCHEMA_SETTLE_SECONDS
+
+    def unsettled(self, kind: Kind) -> bool:
+        """Whether the CRD of `kind` changed recently (its objects are then read from the API server itself)."""
+        with self._lock:
+            return self._unsettled.get(kind, 0.0) > time.monotonic()
 
     def wrote(self, kind: Kind, body: dict[str, Any]) -> None:
         """An object as the API server answered the operator's own write: held at once, and its watch event
@@ -224,14 +259,16 @@ class Cache:
             self._evented.add(uid)
             return seen
 
-    def _put(self, kind: Kind, body: dict[str, Any]) -> bool:
+    def _put(self, kind: Kind, body: dict[str, Any], *, read: bool = False) -> bool:
+        """File `body` when it is newer than the held object (or, from a read of the API server, as new and
+        different); True when the store changed."""
         metadata = body.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
         key = app_key(kind, body)
         if not uid or key is None or uid in self._gone:
             return False
         held = self._objects[kind].get(uid)
-        if held is not None and not newer(_rv(body), _rv(held)):
+        if held is not None and not newer(_rv(body), _rv(held)) and not (read and _differs(kind, body, held)):
             return False
         previous = self._key_of.get(uid)
         if previous is not None and previous != key:
@@ -265,7 +302,7 @@ class Cache:
         touched: set[AppKey] = set()
         with self._lock:
             for item in items:
-                if self._put(kind, item) and (key := app_key(kind, item)) is not None:
+                if self._put(kind, item, read=True) and (key := app_key(kind, item)) is not None:
                     touched.add(key)
             for uid, body in list(self._objects[kind].items()):
                 metadata = body["metadata"]
@@ -296,18 +333,25 @@ def on_event(cache: Cache, kind: Kind, event: dict[str, Any]) -> tuple[AppKey | 
 
 
 class Verifier:
-    """Runs `verify` (through `check`) after a watch relisted, once its events settled, and every `period`
-    seconds; queues the apps it corrected. Lives on the operator's event loop."""
+    """Runs `verify` (through `check`) after a watch relisted, once its events settled, every `period` seconds,
+    and every `SCHEMA_CHECK_SECONDS` for a while after a CRD of ours changed; queues the apps it corrected.
+    Lives on the operator's event loop."""
 
     def __init__(self, check: Callable[[], set[AppKey]], enqueue: Callable[[AppKey], None], period: float) -> None:
         self._check, self._enqueue, self._period = check, enqueue, period
         self._relisted: asyncio.Event | None = None
+        self._checking_until = 0.0  # monotonic: until then the cache is checked every SCHEMA_CHECK_SECONDS
         self._task: asyncio.Task[None] | None = None
 
     def relisted(self) -> None:
         """A watch listed again (call on the loop)."""
         if self._relisted is not None:
             self._relisted.set()
+
+    def schema_changed(self) -> None:
+        """A CRD of ours changed (call on the loop): check every `SCHEMA_CHECK_SECONDS` for `SCHEMA_SETTLE_SECONDS`."""
+        self._checking_until = time.monotonic() + SCHEMA_SETTLE_SECONDS
+        self.relisted()
 
     def start(self) -> None:
         """Start checking, on the running loop."""
@@ -324,7 +368,8 @@ class Verifier:
         assert self._relisted is not None
         while True:
             try:
-                await asyncio.wait_for(self._relisted.wait(), self._period)
+                soon = self._checking_until > time.monotonic()
+                await asyncio.wait_for(self._relisted.wait(), SCHEMA_CHECK_SECONDS if soon else self._period)
                 await asyncio.sleep(RELIST_SETTLE_SECONDS)
             except TimeoutError:
                 pass

@@ -106,12 +106,12 @@ class Reconciler:
         return delay
 
     def _refresh(self, namespace: str, name: str) -> None:
-        """A write found the cached app stale (Conflict) or gone: read it once from the API server."""
+        """A write found the cached app stale (Conflict) or gone, or its CRD changed: read it from the API server."""
         body = self.kube.get_app(namespace, name)
         if body is None:
             self.cache.forget("app", namespace, name)
         else:
-            self.cache.observed("app", body)
+            self.cache.fresh("app", body)
 
     def _write_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         written = self.kube.replace_app_status(body, status)
@@ -119,6 +119,8 @@ class Reconciler:
         return written
 
     def _reconcile(self, namespace: str, name: str) -> float | None:
+        if self.cache.unsettled("app"):  # the app's CRD changed: its watch may deliver it under the old schema
+            self._refresh(namespace, name)
         body = self.cache.app(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.metrics.forget_app((namespace, name))

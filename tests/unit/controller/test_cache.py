@@ -3,10 +3,15 @@ echoes are told apart, deletions are final, and a fresh list removes what a brok
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
+import pytest
+
 from headrace.api import names
-from headrace.controller.cache import Cache, on_event, trim_pod
+from headrace.controller import cache as cache_module
+from headrace.controller.cache import Cache, Verifier, on_event, trim_pod
 from headrace.controller.observe import serves_control_tls
 from headrace.render import control_tls, manifests
 from tests.unit.builders import attempt
@@ -152,3 +157,53 @@ def test_a_trimmed_pod_still_says_whether_it_serves_tls() -> None:
     assert not serves_control_tls(trim_pod(old))
     assert trim_pod(pod)["spec"] == {"volumes": [{"name": control_tls.VOLUME}]}  # nothing else of the spec is kept
     assert serves_control_tls({"metadata": {}, "status": {}})
+
+
+def test_a_read_of_the_api_server_replaces_an_object_of_the_same_version_read_under_an_older_schema() -> None:
+    """The old storage of a replaced CRD delivers a write with its new field pruned, at the version holding it."""
+    cache = Cache()
+    cache.observed("app", app(7, {"phase": "Running"}))  # as the old storage decoded it
+    stored = app(7, {"phase": "Running", "committedOffsets": {"q": 7}})
+    cache.observed("app", stored)  # a watch event of the same version: not newer, ignored
+    assert "committedOffsets" not in cache.app(NAMESPACE, "clicks")["status"]  # type: ignore[index]
+    cache.fresh("app", stored)
+    assert cache.app(NAMESPACE, "clicks") == stored
+    cache.observed("app", app(7, {"phase": "Running"}))  # a late pruned event never undoes the read
+    assert cache.app(NAMESPACE, "clicks") == stored
+    assert cache.replace("app", NAMESPACE, [stored], "9") == set()  # the same content: nothing to queue
+    cache.observed("pod", pod("d1", 5))
+    relisted = pod("d1", 5, phase="Running")
+    assert cache.replace("pod", NAMESPACE, [relisted], "9") == {(NAMESPACE, "clicks")}
+    assert cache.pods(NAMESPACE, "clicks")[0]["status"]["phase"] == "Running"
+
+
+def test_a_changed_crd_unsettles_its_kind_for_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = Cache()
+    assert not cache.unsettled("app")
+    cache.schema_changed("app")
+    assert cache.unsettled("app") and not cache.unsettled("savepoint")
+    monkeypatch.setattr(cache_module, "SCHEMA_SETTLE_SECONDS", 0.0)
+    cache.schema_changed("app")
+    assert not cache.unsettled("app")
+
+
+def test_after_a_crd_change_the_cache_is_checked_every_few_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "SCHEMA_CHECK_SECONDS", 0.05)
+    monkeypatch.setattr(cache_module, "RELIST_SETTLE_SECONDS", 0.0)
+    checks: list[float] = []
+
+    def check() -> set[tuple[str, str]]:
+        checks.append(time.monotonic())
+        return set()
+
+    async def run() -> None:
+        verifier = Verifier(check, lambda key: None, period=300)
+        verifier.start()
+        await asyncio.sleep(0.3)
+        assert checks == []  # only every period while no CRD changed
+        verifier.schema_changed()
+        await asyncio.sleep(0.5)
+        await verifier.stop()
+
+    asyncio.run(run())
+    assert len(checks) >= 4, checks
