@@ -175,7 +175,19 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
     return dict(sorted(phases.items(), key=lambda item: item[1]))
 
 
+# Each recovery is the loss of a healthy run's driver: the driver has run longer than healthyAfter by the
+# next deletion (it resets the backoff: a healthy run restarts at once), and the window allows every run.
+# With the default 2m, every deletion after the first waited a doubling backoff (1, 2, 4, 8 s...) and the
+# eleventh hit maxRestartsInWindow.
+HEALTHY_RUN_POLICY = {"healthyAfter": "5s", "maxRestartsInWindow": 1000}
 LEGACY_START_ENV = {"name": "HEADRACE_JVM_START", "value": "spark-submit"}  # headrace.runtime.jvm's switch
+# ... and Spark's own default for what the runtime now sets otherwise (headrace.runtime.sparkconf.COLD_START_DEFAULTS)
+LEGACY_SPARK_CONF = {"spark.scheduler.minRegisteredResourcesRatio": "0.8"}
+
+
+def _first_batch_events(app: scenario.AppHandle) -> list[str]:
+    events = app.core.list_namespaced_event(app.namespace, field_selector="reason=FirstBatch").items
+    return [str(event.message) for event in sorted(events, key=lambda event: str(event.last_timestamp))]
 
 
 def recoveries(
@@ -184,20 +196,26 @@ def recoveries(
     """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's)."""
     results = []
     example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
-    overrides: dict[str, object] = (
-        {"sparkConf": {**example["spec"].get("sparkConf", {}), **spark_conf}} if spark_conf else {}
-    )
+    overrides: dict[str, object] = {}
+    overrides["restartPolicy"] = {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}
     if legacy_start:
         driver = scenario.windowed_counts_manifest(Path())["spec"]["driver"]  # the same resources, plus the switch
         overrides["driver"] = {**driver, "env": [*driver.get("env", []), LEGACY_START_ENV]}
+        spark_conf = {**LEGACY_SPARK_CONF, **spark_conf}
+    if spark_conf:
+        overrides["sparkConf"] = {**example["spec"].get("sparkConf", {}), **spark_conf}
     with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
         app.wait(app.commits, 900, "the first batch")
         for number in range(1, runs + 1):
             app.wait(app.driver_commits, 900, "a batch by the current driver")
             time.sleep(10)  # steady state: batches keep coming
+            app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
             phases = _one_recovery(app)
             print(f"recovery {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
             results.append(phases)
+        time.sleep(5)
+        for message in _first_batch_events(app):  # the operator's account of each (FirstBatch events)
+            print(f"event: {message}", flush=True)
     return results
 
 

@@ -54,6 +54,16 @@ def test_driver_deleted_recovers_from_checkpoint(deployed: scenario.AppHandle) -
         print(f"driver deleted -> first batch committed by the new driver: {time.monotonic() - clock:.1f}s")
     assert deployed.status()["restarts"]["total"] >= 1
 
+    def explained() -> list[str]:  # the operator's account of where the recovery's seconds went
+        events = deployed.core.list_namespaced_event(deployed.namespace, field_selector="reason=FirstBatch").items
+        return [str(event.message) for event in events if str(event.message).startswith(f"driver {new.metadata.name} ")]
+
+    [message] = deployed.wait(explained, 60, "the FirstBatch event of the new driver")
+    print(message)
+    assert "after the failure at" in message
+    for step in ("pod created", "container started", "JVM", "SparkContext", "queries started", "first batch"):
+        assert f"{step} +" in message
+
 
 def test_executor_deleted_job_carries_on(deployed: scenario.AppHandle) -> None:
     executor = deployed.wait(lambda: deployed.running(names.ROLE_EXECUTOR), 300, "an executor")[0]

@@ -253,6 +253,13 @@ def test_spark_conf_in_a_pod_and_locally() -> None:
     assert spark_defaults.parse(spark_defaults.render(conf)) == conf
 
 
+def test_the_spark_context_does_not_wait_for_executors_unless_configured_to() -> None:
+    settings = settings_from_env({})
+    assert merged_conf(settings, {})["spark.scheduler.minRegisteredResourcesRatio"] == "0"
+    configured = merged_conf(settings, {"spark.scheduler.minRegisteredResourcesRatio": "0.8"})
+    assert configured["spark.scheduler.minRegisteredResourcesRatio"] == "0.8"
+
+
 def test_bearer_token_check() -> None:
     assert authorized("Bearer s3cret", "s3cret")
     assert authorized("bearer s3cret", "s3cret")

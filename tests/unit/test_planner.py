@@ -625,3 +625,53 @@ def test_the_running_event_after_a_restart_says_where_the_recovery_went() -> Non
     running = next(event for event in plan.events if event.reason == "Running")
     assert "attempt 2" in running.message
     assert "pod created +2s, container started +5s after the failure at 2026-11-21T12:00:10Z" in running.message
+
+
+def _started(first_batch: float | None, started_at: float = 13.0) -> DriverProgress:
+    """A driver's report: its process started at T0 + `started_at`, phases in seconds from then."""
+    phases = [("jvm_started", 2.0), ("spark_context_ready", 4.5), ("executors_registered", 4.5)]
+    phases += [("queries_started", 6.0)] + ([("first_batch_committed", first_batch)] if first_batch else [])
+    return DriverProgress(ready=True, started_at=later(started_at), phases=tuple(phases))
+
+
+def test_the_first_batch_after_a_restart_is_an_event_with_every_phase_once() -> None:
+    status = step(running_app(), seen(pod(deleting=True)), later(10)).status  # failure seen at +10 s
+    status = step(status, seen(), later(11)).status  # attempt 2 created
+    replacement = pod(attempt=2, created_at=later(12), running_since=later(13))
+    status = step(status, Observation(drivers=(replacement,), progress=_started(None)), later(14)).status
+    assert status.progress is not None and status.progress.firstBatchAt is None
+    plan = step(status, Observation(drivers=(replacement,), progress=_started(10.25)), later(24))
+    [event] = [event for event in plan.events if event.reason == "FirstBatch"]
+    assert event.message == (
+        "driver clicks-r1-a2-driver (run 1, attempt 2) committed its first batch 13.2s after the failure at "
+        "2026-11-21T12:00:10Z: pod created +2.0s, container started +3.0s, JVM +5.0s, SparkContext +7.5s, "
+        "executors +7.5s, queries started +9.0s, first batch +13.2s"
+    )
+    assert plan.status.progress is not None and plan.status.progress.firstBatchAt == format_time(later(23.25))
+    again = step(plan.status, Observation(drivers=(replacement,), progress=_started(10.25)), later(30))
+    assert [event for event in again.events if event.reason == "FirstBatch"] == []
+
+
+def test_a_first_batch_without_a_failure_counts_from_the_pods_creation() -> None:
+    deployed = pod(created_at=later(-1), running_since=T0)
+    plan = step(running_app(), Observation(drivers=(deployed,), progress=_started(8.0, started_at=0.5)), later(10))
+    [event] = [event for event in plan.events if event.reason == "FirstBatch"]
+    assert "committed its first batch 9.5s after the pod's creation: pod created +0.0s, container started +1.0s" in (
+        event.message
+    )
+
+
+def test_a_driver_without_phases_posts_no_first_batch_event() -> None:
+    plan = step(running_app(), Observation(drivers=(pod(),), progress=DriverProgress(ready=True)), later(10))
+    assert [event for event in plan.events if event.reason == "FirstBatch"] == []
+    assert plan.status.progress is not None and plan.status.progress.firstBatchAt is None
+
+
+def test_a_starting_driver_is_asked_again_soon_until_its_first_batch() -> None:
+    def requeue(progress: DriverProgress, at: float) -> float | None:
+        return step(running_app(), Observation(drivers=(pod(),), progress=progress), later(at)).requeue_after
+
+    assert requeue(_started(None, started_at=0.5), 10) == 2.0
+    assert requeue(_started(None, started_at=0.5), 400) != 2.0  # a driver that never commits: the usual poll
+    assert requeue(_started(8.0, started_at=0.5), 10) != 2.0
+    assert requeue(DriverProgress(ready=True), 10) != 2.0  # a runtime that reports no phases

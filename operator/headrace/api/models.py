@@ -529,6 +529,11 @@ class ProgressSummary(Model):
     stateRows: int | None = Field(default=None, description="Rows held in state, summed over the queries.")
     sourceBacklog: float | None = Field(default=None, description="Input waiting in the sources (Kafka offsets).")
     registeredExecutors: int | None = None
+    firstBatchAt: str | None = Field(
+        default=None,
+        description="When the current driver committed its first batch (its start-up phases are in the FirstBatch "
+        "event and its metric headrace_runtime_phase_seconds).",
+    )
     committedBatches: dict[str, int] | None = Field(
         default=None,
         description="The last batch each query (by key) committed in the current run, as the operator saw it; a "

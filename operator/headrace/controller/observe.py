@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -146,6 +148,31 @@ def _sum(values: list[Any]) -> Any:
     return sum(present) if present else None
 
 
+def _started_at(document: contract.StatusDocument) -> datetime | None:
+    stamp = document.get("startedAt")
+    try:
+        return parse_time(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+
+
+def _phases(document: contract.StatusDocument) -> tuple[tuple[str, float], ...]:
+    """The runtime's start-up phases it reported, known names and finite non-negative seconds only."""
+    reported = document.get("phases")
+    if not isinstance(reported, dict):
+        return ()
+    phases = [
+        (phase, float(seconds))
+        for phase, seconds in reported.items()
+        if phase in contract.STARTUP_PHASES
+        and isinstance(seconds, int | float)
+        and not isinstance(seconds, bool)
+        and math.isfinite(seconds)
+        and seconds >= 0
+    ]
+    return tuple(sorted(phases, key=lambda item: item[1]))
+
+
 def driver_progress(document: contract.StatusDocument) -> DriverProgress:
     """The runtime's status document summed over its queries."""
     queries: list[Any] = document.get("queries") or []
@@ -172,6 +199,8 @@ def driver_progress(document: contract.StatusDocument) -> DriverProgress:
             for query in queries
             if query.get("key") and isinstance(query.get("lastCommittedBatchId"), int)
         ),
+        started_at=_started_at(document),
+        phases=_phases(document),
     )
 
 

@@ -6,7 +6,7 @@ Never: I/O. The controller's observer builds these from Kubernetes objects.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -54,6 +54,15 @@ class DriverProgress:
     savepointing: bool = False  # a savepoint or stop-with-savepoint is underway (or the driver stops after one)
     last_savepoint: str | None = None  # path of the last savepoint the driver took
     committed: tuple[tuple[str, int], ...] = ()  # (query key, last committed batch id) per query
+    started_at: datetime | None = None  # when the driver process started (the runtime's clock)
+    phases: tuple[tuple[str, float], ...] = ()  # start-up phase -> seconds from started_at, in the order reached
+
+    def phase_at(self, phase: str) -> datetime | None:
+        """When the driver reached a start-up phase, if it reported it."""
+        seconds = dict(self.phases).get(phase)
+        if self.started_at is None or seconds is None:
+            return None
+        return self.started_at + timedelta(seconds=seconds)
 
 
 SavepointPhase = Literal["Pending", "InProgress", "Succeeded", "Failed"]

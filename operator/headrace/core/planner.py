@@ -29,7 +29,7 @@ from typing import assert_never
 
 from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
-from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE
+from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
 from headrace.core import savepoints
 from headrace.core.attempts import (
     PREVIOUS_RUN,
@@ -45,6 +45,7 @@ from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
 from headrace.core.plan import DeletePod, Plan, RescaleInPlace
 from headrace.core.restarts import exhausted_why, healthy_reset, record_failure, recovery_summary
+from headrace.core.startup import FIRST_BATCH_EVENT, first_batch_message
 from headrace.core.timefmt import format_time, parse_time
 from headrace.core.validation import validate_spec
 
@@ -63,6 +64,8 @@ CHECKPOINT_BEHIND_FIX = (
     "upgradeMode stateless (a new run)"
 )
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
+STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
+STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
 RESTORE_POLL_SECONDS = 10.0
 
 
@@ -297,6 +300,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if _unresponsive(builder, spec, observation, pod):
         return
     if observation.progress is not None:
+        _follow_start_up(builder, run, pod, observation.progress, since)
         builder.status.progress = _summary(observation.progress, builder.status.progress)
         if _stuck(builder, spec, observation.progress, since):
             timeout = spec.restartPolicy.progressTimeout
@@ -315,6 +319,30 @@ def _running_message(builder: Builder, run: RunStatus, pod: DriverPod) -> str:
         return message
     summary = recovery_summary(parse_time(failures[-1]), pod.created_at, pod.running_since)
     return f"{message}; {summary}" if summary else message
+
+
+def _follow_start_up(
+    builder: Builder, run: RunStatus, pod: DriverPod, progress: DriverProgress, running_since: datetime
+) -> None:
+    """Once per attempt, when its driver reports its first batch: the FirstBatch event with where the seconds went
+    (status.progress.firstBatchAt remembers the batch reported). Until then a recently started driver is asked
+    again soon, so the event follows the first batch within seconds rather than a poll period."""
+    first = progress.phase_at(PHASE_FIRST_BATCH)
+    if first is None:
+        if (
+            progress.started_at is not None
+            and (builder.now - running_since).total_seconds() < STARTUP_POLL_WINDOW_SECONDS
+        ):
+            builder.requeue(STARTUP_POLL_SECONDS)
+        return
+    reported = builder.status.progress.firstBatchAt if builder.status.progress is not None else None
+    if reported == format_time(first):
+        return
+    failures = builder.status.restarts.failureTimes
+    failed_at = parse_time(failures[-1]) if failures and run.attempt > 1 else None  # later attempts are restarts
+    message = first_batch_message(pod, progress, failed_at)
+    if message is not None:
+        builder.event(FIRST_BATCH_EVENT, message)
 
 
 def _converge_executors(
@@ -350,6 +378,7 @@ def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> Prog
         stateRows=progress.state_rows,
         sourceBacklog=progress.source_backlog,
         registeredExecutors=progress.registered_executors,
+        firstBatchAt=format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
     )
 
 

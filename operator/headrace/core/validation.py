@@ -86,7 +86,13 @@ OWNED_SPARK_CONF_PREFIXES: dict[str, str] = {
 }
 # Defaults the operator renders that a user's sparkConf may replace.
 USER_OVERRIDABLE_SPARK_CONF = frozenset(
-    {"spark.app.name", "spark.executorEnv.PYTHONPATH", "spark.ui.showConsoleProgress", "spark.sql.warehouse.dir"}
+    {
+        "spark.app.name",
+        "spark.executorEnv.PYTHONPATH",
+        "spark.ui.showConsoleProgress",
+        "spark.sql.warehouse.dir",
+        "spark.scheduler.minRegisteredResourcesRatio",  # the runtime's cold-start default
+    }
 )
 # Environment variables the operator sets on its containers; a user's env may not set them.
 RESERVED_ENV_PREFIX = "HEADRACE_"

@@ -59,11 +59,20 @@ def pod_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, st
     return conf
 
 
+# Defaults for a short cold start, each overridable in spec.sparkConf. The SparkContext does not wait for
+# executors to register (Spark on Kubernetes waits for 80% of them, up to 30 s): the script builds its
+# queries, the first batch is planned and the state checkpoint read while the executor pods start; tasks
+# wait for the first executor as they would anyway.
+COLD_START_DEFAULTS = {"spark.scheduler.minRegisteredResourcesRatio": "0"}
+
+
 def merged_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, str]:
     """The operator's configuration with the runtime's keys added on top."""
     merged = dict(base)
     merged.setdefault("spark.app.name", settings.app_name)
     merged.setdefault("spark.ui.showConsoleProgress", "false")
+    for key, value in COLD_START_DEFAULTS.items():
+        merged.setdefault(key, value)
     merged.update(settings.secret_conf)  # spec.sparkConfFromSecrets (the operator checked the keys)
     merged.update(state_store_conf(settings))
     merged.update(pod_conf(settings, base))
