@@ -114,6 +114,19 @@ RUN bash /tmp/select-connector-jars.sh /tmp/s3a-jars \
  && [ "$(ls | sort)" = "$(awk '{print $2}' /tmp/s3a-jars.sha256 | sort)" ] \
  && mv /tmp/s3a-selected/*.jar /connector-jars/
 
+# --- Hadoop's local file system setting permissions without forking chmod (docker/local-fs) ---------
+# Compiled against the Hadoop of the pyspark above; the JDK stays in this stage.
+FROM spark-dependencies AS local-fs
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+ && rm -rf /var/lib/apt/lists/*
+COPY docker/local-fs/src /build/local-fs/src
+RUN mkdir -p /build/local-fs/classes /local-fs \
+ && javac --release 17 -nowarn -cp '/opt/venv/lib/python3.11/site-packages/pyspark/jars/*' \
+      -d /build/local-fs/classes $(find /build/local-fs/src -name '*.java' | sort) \
+ && jar --create --file /local-fs/headrace-local-fs.jar -C /build/local-fs/classes .
+
 # --- target: spark ---------------------------------------------------------------------------------
 FROM spark-dependencies AS spark
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
@@ -125,6 +138,7 @@ RUN groupadd --system --gid 185 spark \
  && mkdir -p /opt/headrace/bin \
  && chown spark:spark /opt/headrace
 COPY --from=connector-jars /connector-jars/ ${SPARK_HOME}/jars/
+COPY --from=local-fs /local-fs/headrace-local-fs.jar ${SPARK_HOME}/jars/
 COPY --chmod=0755 docker/spark-entrypoint.sh /opt/headrace/bin/spark-entrypoint
 COPY apps/ /opt/headrace/apps/
 COPY --from=headrace /staging/ /opt/venv/

@@ -14,7 +14,8 @@ driver pod created, Running, executor pod Running, first batch committed by the 
 the runtime's own phase metrics (JVM, SparkContext, executors registered, queries started) when the
 new driver serves them; then the median and p90 of each. `--legacy-start` runs the same with the
 previous cold path (the driver JVM started by spark-submit's launcher, no class-data sharing archive
-for driver and executors: HEADRACE_JVM_START=spark-submit on the driver); `--json FILE` saves the runs
+for driver and executors: HEADRACE_JVM_START=spark-submit on the driver; the SparkContext waiting for
+executors; Hadoop's local file system forking chmod); `--json FILE` saves the runs
 and `--baseline FILE` prints each phase's median against that file's as a ratio (two runs of the
 bench one after the other, each under its own node lock hold).
 """
@@ -181,8 +182,13 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
 # eleventh hit maxRestartsInWindow.
 HEALTHY_RUN_POLICY = {"healthyAfter": "5s", "maxRestartsInWindow": 1000}
 LEGACY_START_ENV = {"name": "HEADRACE_JVM_START", "value": "spark-submit"}  # headrace.runtime.jvm's switch
-# ... and Spark's own default for what the runtime now sets otherwise (headrace.runtime.sparkconf.COLD_START_DEFAULTS)
-LEGACY_SPARK_CONF = {"spark.scheduler.minRegisteredResourcesRatio": "0.8"}
+# ... and Spark's and Hadoop's own defaults for what the runtime now sets otherwise (headrace.runtime.sparkconf:
+# COLD_START_DEFAULTS, LOCAL_FS_CONF)
+LEGACY_SPARK_CONF = {
+    "spark.scheduler.minRegisteredResourcesRatio": "0.8",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+}
 
 
 def _first_batch_events(app: scenario.AppHandle) -> list[str]:

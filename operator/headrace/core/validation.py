@@ -92,6 +92,8 @@ USER_OVERRIDABLE_SPARK_CONF = frozenset(
         "spark.ui.showConsoleProgress",
         "spark.sql.warehouse.dir",
         "spark.scheduler.minRegisteredResourcesRatio",  # the runtime's cold-start default
+        "spark.hadoop.fs.file.impl",  # the runtime's java.nio local file system, when the image has it
+        "spark.hadoop.fs.AbstractFileSystem.file.impl",
     }
 )
 # Environment variables the operator sets on its containers; a user's env may not set them.

@@ -38,7 +38,7 @@ from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.phases import PhaseClock, process_start_time, watch_spark
 from headrace.runtime.restore import RestoreIncompatibleError
 from headrace.runtime.settings import RuntimeSettings, SettingsError, settings_from_env
-from headrace.runtime.sparkconf import prepare_conf_dir
+from headrace.runtime.sparkconf import local_fs_conf, prepare_conf_dir
 
 log = logging.getLogger("headrace.runtime")
 TERMINATED = termination.failed("Terminated", "SIGTERM: stopped without a savepoint, resumable from the checkpoint")
@@ -155,7 +155,8 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     except (OSError, ssl.SSLError) as error:  # never served as plain HTTP instead
         return termination.usage(f"{contract.ENV_CONTROL_TLS_DIR}: cannot load the control certificate: {error}")
     conf_dir = Path(tempfile.mkdtemp(prefix="headrace-conf-"))
-    prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir, jvm.executor_conf(env))
+    defaults = {**local_fs_conf(env.get("SPARK_HOME")), **jvm.executor_conf(env)}
+    prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir, defaults)
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
     uninstall_jvm = jvm.install(os.environ)
     metrics = RuntimeMetrics()

@@ -64,6 +64,22 @@ def pod_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, st
 # queries, the first batch is planned and the state checkpoint read while the executor pods start; tasks
 # wait for the first executor as they would anyway.
 COLD_START_DEFAULTS = {"spark.scheduler.minRegisteredResourcesRatio": "0"}
+# Hadoop's local file system without its native library forks `chmod` for every file and directory it
+# creates (checkpoint, state changelog, sink and .crc files on file:// paths: a PVC, a hostPath), 5-15 ms
+# each. The image's jar (docker/local-fs) sets permissions through java.nio instead; used when present.
+LOCAL_FS_JAR = "headrace-local-fs.jar"
+LOCAL_FS_CONF = {
+    "spark.hadoop.fs.file.impl": "dev.headrace.hadoop.NioLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "dev.headrace.hadoop.NioLocalFs",
+}
+
+
+def local_fs_conf(spark_home: str | None) -> dict[str, str]:
+    """The java.nio local file system's keys when `$SPARK_HOME/jars` holds its jar (driver and executors share
+    the image), else none."""
+    if spark_home and os.path.isfile(os.path.join(spark_home, "jars", LOCAL_FS_JAR)):
+        return dict(LOCAL_FS_CONF)
+    return {}
 
 
 def merged_conf(settings: RuntimeSettings, base: Mapping[str, str]) -> dict[str, str]:
