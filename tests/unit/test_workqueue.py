@@ -6,6 +6,9 @@ import asyncio
 import threading
 import time
 
+import pytest
+
+from headrace.controller import workqueue
 from headrace.controller.workqueue import Key, WorkQueue
 
 
@@ -127,3 +130,39 @@ def test_add_from_a_thread_wakes_an_idle_worker() -> None:
     latency = asyncio.run(scenario())
     print(f"add from a thread -> processed: {latency * 1000:.1f} ms")
     assert latency < 1.0
+
+
+def test_polls_of_silent_drivers_never_take_the_workers_an_event_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty apps whose drivers do not answer are asked again by their timers (each call waits for its timeout,
+    here 0.3 s); a new app's key added meanwhile is processed at once, never behind them."""
+    monkeypatch.setattr(workqueue, "URGENT_DELAY_SECONDS", 0.01)
+    lock = threading.Lock()
+    polling, most, new_app_waited = [0], [0], [-1.0]
+    added = [0.0]
+
+    def process(key: Key) -> float | None:
+        if key[1] == "new":
+            new_app_waited[0] = time.monotonic() - added[0]
+            return None
+        with lock:
+            polling[0] += 1
+            most[0] = max(most[0], polling[0])
+        time.sleep(0.3)
+        with lock:
+            polling[0] -= 1
+        return None
+
+    async def scenario() -> None:
+        queue = WorkQueue(process, workers=4)
+        queue.start()
+        for index in range(20):
+            queue.add_after(("ns", f"silent-{index}"), 0.02)  # a poll: due later than URGENT_DELAY_SECONDS
+        await asyncio.sleep(0.1)  # the polls fill the workers they may take
+        added[0] = time.monotonic()
+        queue.add(("ns", "new"))
+        await asyncio.sleep(0.2)
+        await queue.stop()
+
+    asyncio.run(scenario())
+    assert 0 <= new_app_waited[0] < 0.1, new_app_waited  # without lanes: behind the polls, 0.3 s or more
+    assert most[0] == 3

@@ -29,6 +29,7 @@ from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
+from headrace.controller.control_secrets import ControlSecrets
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.observe import app_view, current_driver_pod, observe, serves_control_tls
 from headrace.core.observation import Observation, Refusal
@@ -51,6 +52,7 @@ from headrace.render.savepoints import savepoint_resource
 
 logger = logging.getLogger(__name__)
 
+HTTP_UNAUTHORIZED, HTTP_FORBIDDEN = 401, 403
 CONFLICT_RETRY_SECONDS = 0.2
 DRIVER_RETRY_SECONDS = 5.0
 CREATE_THREADS = 16  # an attempt's independent objects are created at once, from every reconcile worker
@@ -87,6 +89,9 @@ class Reconciler:
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
         self._in_flight_lock = threading.Lock()
         self._creates = ThreadPoolExecutor(max_workers=CREATE_THREADS, thread_name_prefix="create")
+        self._secrets = ControlSecrets(
+            lambda namespace, app: kube.read_secret_values(namespace, names.control_secret(app))
+        )
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -124,6 +129,7 @@ class Reconciler:
         body = self.cache.app(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.metrics.forget_app((namespace, name))
+            self._secrets.forget(namespace, name)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
@@ -294,10 +300,14 @@ class Reconciler:
         except DriverUnavailable as error:
             metadata = body["metadata"]
             logger.info("driver of %s/%s did not answer: %s", metadata["namespace"], metadata["name"], error)
+            if refused_credentials(error):
+                self._secrets.forget(metadata["namespace"], metadata["name"])
             return None, True
 
     def _endpoint(self, body: dict[str, Any], address: str | None, *, tls: bool) -> DriverEndpoint | None:
-        return driver_endpoint(self.kube, body["metadata"]["namespace"], body["metadata"]["name"], address, tls=tls)
+        metadata = body["metadata"]
+        values = self._secrets.values(metadata["namespace"], metadata["name"], str(metadata.get("uid") or ""))
+        return endpoint_from(values, metadata["namespace"], metadata["name"], address, tls=tls)
 
     def _take_savepoint(self, body: dict[str, Any], action: TakeSavepoint) -> None:
         """Mark the StreamingSavepoint InProgress, then ask the driver through the savepoint runner (off the reconcile
@@ -377,6 +387,7 @@ class Reconciler:
         # (admission refuses a pod whose ServiceAccount does not exist) and mounts the Secret and ConfigMap.
         *independent, pod = manifests.attempt_objects(attempt)
         secret = manifests.control_secret(attempt, secrets.token_urlsafe(32), self._certificate(attempt))
+        self._secrets.forget(attempt.namespace, attempt.app)  # made (or completed) here: read again at the next call
         created = self._create_all([secret, *independent])
         if created[0] is None:
             self._complete_control_secret(attempt)
@@ -435,13 +446,27 @@ def driver_endpoint(
     """How to reach the app's driver at `address`: the app's token and, when the pod serves TLS, the app's certificate
     (the only one trusted). None without an address, a token, or the certificate a TLS pod needs: the token is
     never sent in plain HTTP to a pod that serves TLS."""
-    values = kube.read_secret_values(namespace, names.control_secret(app)) or {}
+    return endpoint_from(
+        kube.read_secret_values(namespace, names.control_secret(app)) or {}, namespace, app, address, tls=tls
+    )
+
+
+def endpoint_from(
+    values: dict[str, str], namespace: str, app: str, address: str | None, *, tls: bool
+) -> DriverEndpoint | None:
+    """`driver_endpoint` from the control Secret's values."""
     token, certificate = values.get(manifests.TOKEN_KEY), values.get(control_tls.CERT_KEY)
     if address is None or token is None or (tls and certificate is None):
         return None
     if not tls:
         return DriverEndpoint(address, token, certificate=None)
     return DriverEndpoint(address, token, certificate, names.control_server_name(app, namespace))
+
+
+def refused_credentials(error: DriverUnavailable) -> bool:
+    """Whether a driver refused the token (401, 403) or the TLS handshake failed on the certificate: the Secret
+    may have changed since it was read."""
+    return error.status in (HTTP_UNAUTHORIZED, HTTP_FORBIDDEN) or "certificate" in str(error).lower()
 
 
 def _after_status_write(plan: Plan) -> float:

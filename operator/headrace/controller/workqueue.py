@@ -5,6 +5,14 @@ retried with exponential backoff. The processing function runs in a thread (the 
 is synchronous), on a bounded pool. `add` and `add_after` may be called from any thread (kopf runs
 synchronous handlers in threads): off the loop's thread they hand the key to the loop with
 `call_soon_threadsafe`, so the queue and its sets are only ever touched on the loop.
+
+Two lanes: a key added by an event (`add`: an app created or changed, a driver pod lost) or re-added
+soon after its last processing (a follow-up within `URGENT_DELAY_SECONDS`: the next step of a create) is
+urgent; a key re-added later by its own timer (a poll: a driver's progress, the heartbeat re-ask of a
+driver that does not answer, the resync) waits behind every urgent key, and polls never hold more than
+`workers - reserved` workers at once. So asking a thousand silent drivers again (each call can wait for
+its timeout) never keeps a new app's driver or a lost driver's replacement waiting for a worker; the
+polls themselves still run, as many at once as the rest of the workers allow.
 """
 
 from __future__ import annotations
@@ -12,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+URGENT_DELAY_SECONDS = 2.0  # a re-add due sooner than this after processing is the next step, not a poll
 
 
 class WorkQueue:
@@ -35,8 +45,13 @@ class WorkQueue:
         self._workers = workers
         self._retry_base = retry_base_seconds
         self._retry_max = retry_max_seconds
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._urgent: deque[Key] = deque()
+        self._polls: deque[Key] = deque()
+        self._polling = 0  # polls being processed
+        self._poll_slots = max(1, workers - max(1, workers // 4))  # the rest is reserved for urgent keys
+        self._wakeup = asyncio.Event()
         self._queued: set[Key] = set()
+        self._poll_keys: set[Key] = set()  # queued keys that are polls (a key added urgently meanwhile is urgent)
         self._processing: set[Key] = set()
         self._dirty: set[Key] = set()
         self._failures: dict[Key, int] = {}
@@ -66,12 +81,34 @@ class WorkQueue:
         """Process `key` soon (once, however often it is added before a worker takes it); any thread."""
         self._on_loop(self._add, key)
 
-    def _add(self, key: Key) -> None:
+    def _add(self, key: Key, *, poll: bool = False) -> None:
         if key in self._processing:
             self._dirty.add(key)
         elif key not in self._queued:
             self._queued.add(key)
-            self._queue.put_nowait(key)
+            if poll:
+                self._poll_keys.add(key)
+                self._polls.append(key)
+            else:
+                self._urgent.append(key)
+            self._wakeup.set()
+        elif not poll and key in self._poll_keys:  # waiting as a poll, now wanted at once: moved to the urgent lane
+            self._poll_keys.discard(key)
+            self._polls.remove(key)
+            self._urgent.append(key)
+            self._wakeup.set()
+
+    async def _next(self) -> tuple[Key, bool]:
+        """The next key (urgent first; a poll only while a poll slot is free) and whether it is a poll."""
+        while True:
+            if self._urgent:
+                return self._urgent.popleft(), False
+            if self._polls and self._polling < self._poll_slots:
+                key = self._polls.popleft()
+                self._poll_keys.discard(key)
+                return key, True
+            self._wakeup.clear()
+            await self._wakeup.wait()
 
     def add_after(self, key: Key, delay: float) -> None:
         """Process `key` after `delay` seconds (an earlier pending timer wins); any thread."""
@@ -85,18 +122,19 @@ class WorkQueue:
             return
         if timer is not None:
             timer.cancel()
-        self._timers[key] = loop.call_at(due, self._fire, key)
+        self._timers[key] = loop.call_at(due, self._fire, key, delay >= URGENT_DELAY_SECONDS)
 
-    def _fire(self, key: Key) -> None:
+    def _fire(self, key: Key, poll: bool) -> None:
         self._timers.pop(key, None)
-        self._add(key)
+        self._add(key, poll=poll)
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            key = await self._queue.get()
+            key, poll = await self._next()
             self._queued.discard(key)
             self._processing.add(key)
+            self._polling += poll
             try:
                 delay = await loop.run_in_executor(self._pool, self._run, key)
                 self._failures.pop(key, None)
@@ -107,6 +145,9 @@ class WorkQueue:
                 logger.exception("reconciling %s/%s failed (%d in a row); retrying in %.1fs", *key, failures, delay)
             finally:
                 self._processing.discard(key)
+                self._polling -= poll
+                if poll:
+                    self._wakeup.set()  # a poll slot is free
             if key in self._dirty:
                 self._dirty.discard(key)
                 self._add(key)

@@ -11,6 +11,7 @@ import pytest
 from cryptography import x509
 from prometheus_client import CollectorRegistry
 
+from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import models, names
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
 from headrace.controller.reconciler import Reconciler
@@ -262,6 +263,37 @@ def test_the_token_is_never_sent_to_a_tls_driver_without_the_apps_certificate() 
     reconciler._act(body, TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="p", reason="manual"))
     assert driver.endpoints == []
     assert kube.savepoints[(NAMESPACE, "sp-1")]["status"]["phase"] == "Failed"
+
+
+def test_the_control_secret_is_read_once_per_app_until_a_driver_refuses_its_token() -> None:
+    """Status calls every few seconds, and heartbeat re-asks of a driver that does not answer, cost no GET."""
+    kube, driver, reconciler, _ = cluster()
+    reads: list[str] = []
+    read = kube.read_secret_values
+    kube.read_secret_values = lambda namespace, name: reads.append(name) or read(namespace, name)  # type: ignore[method-assign]
+    body, pods = app_body({"run": {"driverPod": DRIVER}}), [_running_driver_pod()]
+    for _ in range(3):
+        assert reconciler._driver_status(body, pods) is not None
+    assert reads == [names.control_secret(APP)]
+
+    def refuse(status: int | None) -> Any:
+        def answer(endpoint: DriverEndpoint) -> Any:
+            raise DriverUnavailable("no", status)
+
+        return answer
+
+    driver.status = refuse(None)  # type: ignore[method-assign]  # no answer (a hung driver): the token is not in doubt
+    assert reconciler._ask_driver(body, pods) == (None, True)
+    reconciler._ask_driver(body, pods)
+    assert len(reads) == 1
+    driver.status = refuse(401)  # type: ignore[method-assign]  # the token refused: read again at the next call
+    assert reconciler._ask_driver(body, pods) == (None, True)
+    reconciler._ask_driver(body, pods)
+    assert len(reads) == 2
+    other = app_body({"run": {"driverPod": DRIVER}})
+    other["metadata"]["uid"] = "uid-2"  # another app under the same name
+    reconciler._ask_driver(other, pods)
+    assert len(reads) == 3
 
 
 @pytest.mark.parametrize(("deleting", "asked"), [(False, True), (True, False)])
