@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -65,7 +66,14 @@ def main() -> None:
         chaos.chaos_app(target) as app,
     ):
         run = chaos.Chaos(target, app, outage_seconds=options.outage)
-        figures = run.run(schedule, log=lambda line: print(line, flush=True))
+        figures = chaos.Figures()
+
+        def log(line: str) -> None:
+            print(f"{time.strftime('%H:%M:%S')} {line} (load {os.getloadavg()[0]:.1f})", flush=True)
+            if options.save:  # each fault as it is done: a run cut short keeps what it measured
+                _save(figures, options.save)
+
+        run.run(schedule, log=log, figures=figures)
     print(f"chaos run: {len(schedule)} faults in {time.monotonic() - started:.0f}s", flush=True)
     if options.save:
         _save(figures, options.save)

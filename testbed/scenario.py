@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -256,6 +256,19 @@ def prepare_data_dir(root: Path, name: str) -> Path:
     return data
 
 
+def modified(paths: Iterable[Path]) -> list[tuple[float, Path]]:
+    """(modification time, path) of each of `paths` that still exists, oldest first. Spark deletes a query's old
+    log entries while it runs (all but the last `spark.sql.streaming.minBatchesToRetain`, 100 by default), so a
+    file listed a moment ago may be gone when it is looked at: it is left out, never an error."""
+    found = []
+    for path in paths:
+        try:
+            found.append((path.stat().st_mtime, path))
+        except FileNotFoundError:
+            continue
+    return sorted(found)
+
+
 def query_log(checkpoint: Path, log: str) -> list[Path]:
     """The entries of one log (`commits`, `offsets`) of every query in a run's checkpoint, in batch order;
     never the runtime's temporary `<query>.restoring` copies."""
@@ -301,12 +314,16 @@ class AppHandle:
         ]
 
     def commits(self) -> list[Path]:
-        """Committed batches of every query of every run, oldest first."""
-        return sorted(self.data.glob("state/**/commits/[0-9]*"), key=lambda path: path.stat().st_mtime)
+        """Committed batches of every query of every run, oldest first (those Spark has not purged)."""
+        return [path for _, path in modified(self.data.glob("state/**/commits/[0-9]*"))]
+
+    def commit_times_after(self, moment: float) -> list[float]:
+        """When each batch committed after a wall-clock time was committed, oldest first."""
+        return [stamp for stamp, _ in modified(self.data.glob("state/**/commits/[0-9]*")) if stamp > moment]
 
     def commits_after(self, moment: float) -> list[Path]:
         """Batches committed after a wall-clock time."""
-        return [path for path in self.commits() if path.stat().st_mtime > moment]
+        return [path for stamp, path in modified(self.data.glob("state/**/commits/[0-9]*")) if stamp > moment]
 
     def local_path(self, uri: str) -> Path:
         """Where a state URI of the app lies on this machine: a file:// path as it is; an s3a:// key in the bucket's
@@ -342,18 +359,19 @@ class AppHandle:
             copied = {(path.parents[1].name, path.name) for path in query_log(savepoint, "commits")}
         return [
             path
-            for path in query_log(checkpoint, "commits")
-            if path.stat().st_mtime > started and (path.parents[1].name, path.name) not in copied
+            for stamp, path in modified(query_log(checkpoint, "commits"))
+            if stamp > started and (path.parents[1].name, path.name) not in copied
         ]
 
     def first_commit_of_new_driver(self, moment: float, old_driver: str, timeout: float = 900) -> float:
         """Seconds from `moment` (wall clock) to the first batch committed by a driver other than `old_driver`."""
 
-        def committed() -> list[Path]:
+        def committed() -> list[float]:
             run = self.status().get("run") or {}
-            return self.driver_commits() if run.get("driverPod") not in (None, old_driver) else []
+            current = self.driver_commits() if run.get("driverPod") not in (None, old_driver) else []
+            return [stamp for stamp, _ in modified(current)]
 
-        return min(path.stat().st_mtime for path in self.wait(committed, timeout, "a batch by the new driver")) - moment
+        return min(self.wait(committed, timeout, "a batch by the new driver")) - moment
 
     def diagnostics(self) -> str:
         """Status, events, the operator's log and the tail of each pod's log, for failure messages."""

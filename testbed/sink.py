@@ -27,7 +27,8 @@ def read_rows(path: Path) -> list[tuple[Window, int]]:
     """Every (window, views) row the sink's log lists, duplicates included; none before the first batch."""
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[1]").config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    builder = SparkSession.builder.master("local[1]").config("spark.sql.session.timeZone", "UTC")
+    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     if not (path / "_spark_metadata").exists():
         return []
     # The schema is given: until the first window closes, the sink log lists no file to infer it from.
@@ -69,6 +70,18 @@ def closed_windows(expected: Mapping[Window, int], last_event: datetime) -> set[
     }
 
 
+def emitted_by_now(expected: Iterable[Window], rows: Iterable[tuple[Window, int]]) -> set[Window]:
+    """The windows of `expected` the sink must hold already, judged by the sink itself: those starting no later
+    than its newest window. Append mode emits a window once the watermark passes its end, together with every
+    window ending earlier (the input is one partition in event-time order), so one missing behind the newest is
+    lost, not late; a window after it may only be late (the app lagging after a fault)."""
+    starts = [key[0] for key, _ in rows]
+    if not starts:
+        return set()
+    newest = max(starts)  # "%Y-%m-%d %H:%M:%S" sorts as time
+    return {key for key in expected if key[0] <= newest}
+
+
 @dataclass(frozen=True)
 class SinkCheck:
     """What an independent read of the sink found against the input."""
@@ -78,6 +91,7 @@ class SinkCheck:
     duplicated: list[Window] = field(default_factory=list)  # emitted more than once
     wrong: list[tuple[Window, int, int]] = field(default_factory=list)  # (window, in the sink, from the input)
     missing: list[Window] = field(default_factory=list)  # closed by the watermark, not in the sink
+    late: int = 0  # closed by the input's watermark, not in the sink yet, after its newest window (lag, not loss)
 
     @property
     def ok(self) -> bool:

@@ -63,3 +63,15 @@ def test_closed_windows_are_those_ending_a_watermark_before_the_last_event() -> 
         ("2026-11-21 12:00:00", "/"),
         ("2026-11-21 12:01:00", "/"),
     }
+
+
+def test_after_a_fault_a_window_missing_behind_the_newest_is_lost_and_one_after_it_only_late() -> None:
+    expected = {(f"2026-11-21 12:0{minute}:00", page): 24 for minute in range(4) for page in ("/", "/signup")}
+    emitted = [((f"2026-11-21 12:0{minute}:00", page), 24) for minute in (0, 1) for page in ("/", "/signup")]
+
+    lagging = sink.compare(emitted, expected, sink.emitted_by_now(expected, emitted))
+    assert lagging.ok, "the app lags: 12:02 and 12:03 are late, not lost"
+    lost = [row for row in emitted if row[0] != ("2026-11-21 12:00:00", "/signup")]
+    check = sink.compare(lost, expected, sink.emitted_by_now(expected, lost))
+    assert check.missing == [("2026-11-21 12:00:00", "/signup")], "missing behind the newest window: lost"
+    assert sink.emitted_by_now(expected, []) == set()

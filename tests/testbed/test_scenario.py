@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from testbed import scenario
 
@@ -47,3 +48,25 @@ def test_a_state_link_into_a_live_bucket_is_kept(open_dir: Path) -> None:
     again = scenario.prepare_data_dir(root, "demo")
 
     assert (again / "state").is_symlink() and (again / "state").resolve() == bucket_state
+
+
+def test_commit_listings_leave_out_an_entry_spark_purged_after_it_was_listed(tmp_path: Path) -> None:
+    # Spark deletes a query's old commit-log entries while it runs (minBatchesToRetain): a listed entry may be gone
+    # when its time is read. That raised FileNotFoundError out of the chaos run's recovery waits. A dangling link
+    # is an entry that is listed and then not found, every time.
+    commits = tmp_path / "state" / "run-1" / "query" / "commits"
+    commits.mkdir(parents=True)
+    for batch in ("1", "2"):
+        (commits / batch).write_text("v1\n")
+    (commits / "0").symlink_to(commits / "purged")
+    app = scenario.AppHandle(client.ApiClient(), "chaos", tmp_path)
+
+    assert [path.name for path in app.commits()] == ["1", "2"]
+    assert [path.name for path in app.commits_after(0)] == ["1", "2"]
+    assert app.commit_times_after(0) == sorted(path.stat().st_mtime for path in app.commits())
+    assert [
+        path.name for _, path in scenario.modified(scenario.query_log(tmp_path / "state" / "run-1", "commits"))
+    ] == [
+        "1",
+        "2",
+    ]
