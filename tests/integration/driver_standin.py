@@ -9,7 +9,8 @@ runtime's termination message, rescale, and savepoint disposal through the runti
 (given `storage`, savepoints are written there as a directory with the metadata file).
 
 `Kubelet` plays the node for one app: each new driver pod gets a stand-in on a loopback address
-of its own (127.x.y.z, so parallel sessions never share a port), built from the pod's resolved
+of its own (127.x.y.z, so parallel sessions, and a standby beside its driver, never share a port), built from the
+pod's resolved
 environment (token, run, attempt, restore source), mounted Spark configuration and mounted control
 certificate and key (served over TLS), and is
 reported Running with that pod IP. A stopped driver exits `exit_delay` seconds after its answer
@@ -97,7 +98,8 @@ class ScriptedDriver:
         self.pod = pod
         self.env = env
         self.requests = requests
-        self.phase: contract.RuntimePhase = "Running"
+        self.phase: contract.RuntimePhase = "Standby" if env.get(contract.ENV_STANDBY) == "true" else "Running"
+        self.promoted = False  # a standby that was promoted
         self.batch = 0
         self.requested_executors = executors
         self.last_savepoint: contract.LastSavepoint | None = None
@@ -137,7 +139,7 @@ class ScriptedDriver:
                 "attempt": int(self.env[contract.ENV_ATTEMPT]),
                 "mode": self.env.get(contract.ENV_MODE, "continuous"),
                 "phase": self.phase,
-                "queries": [query],
+                "queries": [] if self.phase == "Standby" else [query],  # a standby waits before its first query
                 "executors": {"requested": self.requested_executors, "registered": self.requested_executors},
                 "restoredFrom": self.env.get(contract.ENV_RESTORE_FROM),
                 "lastSavepoint": self.last_savepoint,
@@ -191,7 +193,11 @@ class ScriptedDriver:
     def promote(self) -> dict[str, Any]:
         with self._lock:
             self.requests.append(Request(self.pod, "promote"))
-            return {"promoted": False, "phase": self.phase}
+            waiting = self.phase == "Standby"
+            if waiting:
+                self.phase = "Running"
+                self.promoted = True
+            return {"promoted": waiting, "phase": self.phase}
 
     def dispose_savepoint(self, path: str) -> dict[str, Any]:
         with self._lock:
@@ -244,15 +250,14 @@ class Kubelet:
         self.app = app
         self.exit_delay = exit_delay
         self.report_delay = report_delay
-        self.address = _loopback_address()
         self.requests: list[Request] = []
         self.drivers: dict[str, ScriptedDriver] = {}
         self.tls: dict[str, bool] = {}  # pod -> whether its stand-in served the control endpoint over TLS
         self.max_live = 0
         self.live_seen: list[list[str]] = []  # every sample with more than one live driver
+        self.live_at_promotion: dict[str, list[str]] = {}  # promoted standby -> the live driver pods seen just after
         self.errors: list[BaseException] = []
-        self._server: ControlServer | None = None
-        self._serving: str | None = None
+        self._servers: dict[str, ControlServer] = {}  # pod -> its stand-in's endpoint, on an address of its own
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"kubelet-{app}", daemon=True)
 
@@ -263,9 +268,14 @@ class Kubelet:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        self._stop_server()
+        for pod in list(self._servers):
+            self._stop_server(pod)
         if self.errors:
             raise AssertionError(f"the stand-in kubelet failed: {self.errors[0]!r}") from self.errors[0]
+
+    def freeze(self, pod: str) -> None:
+        """The driver stops answering (SIGSTOP): its endpoint is gone, its pod stays Running."""
+        self._stop_server(pod)
 
     def requests_of(self, pod: str, kind: str) -> list[Request]:
         """The control requests of one kind a driver received."""
@@ -281,14 +291,18 @@ class Kubelet:
             self._stop.wait(POLL_SECONDS)
 
     def _step(self) -> None:
+        promoted = [name for name, driver in self.drivers.items() if driver.promoted]
         live = [pod.metadata.name for pod in live_driver_pods(self.api, self.namespace, self.app)]
+        for name in promoted:  # listed after the promotion was seen
+            self.live_at_promotion.setdefault(name, live)
         self.max_live = max(self.max_live, len(live))
         if len(live) > 1:
             self.live_seen.append(live)
         pods = {pod.metadata.name: pod for pod in driver_pods(self.api, self.namespace, self.app)}
-        serving = pods.get(self._serving or "")
-        if self._serving is not None and (serving is None or serving.metadata.deletion_timestamp is not None):
-            self._stop_server()  # the pod was deleted: its process is gone
+        for name in list(self._servers):
+            serving = pods.get(name)
+            if serving is None or serving.metadata.deletion_timestamp is not None:
+                self._stop_server(name)  # the pod was deleted: its process is gone
         for driver in self.drivers.values():
             self._maybe_exit(driver, pods.get(driver.pod))
         for name, pod in pods.items():
@@ -296,7 +310,6 @@ class Kubelet:
                 self._start(pod)
 
     def _start(self, pod: Any) -> None:
-        self._stop_server()  # one process per node address at a time (the operator fences drivers)
         env = container_env(self.api, self.namespace, pod)
         instances = mounted_spark_defaults(self.api, self.namespace, pod).get("spark.executor.instances")
         driver = ScriptedDriver(pod.metadata.name, env, int(instances) if instances else None, self.requests)
@@ -306,13 +319,12 @@ class Kubelet:
         self.drivers[pod.metadata.name] = driver
         tls = self._tls(env, pod)
         self.tls[pod.metadata.name] = tls is not None
-        self._server = ControlServer(
-            driver, env[contract.ENV_CONTROL_TOKEN], self.address, contract.DEFAULT_CONTROL_PORT, tls=tls
-        )
-        self._server.start()
-        self._serving = pod.metadata.name
+        address = _loopback_address()
+        server = ControlServer(driver, env[contract.ENV_CONTROL_TOKEN], address, contract.DEFAULT_CONTROL_PORT, tls=tls)
+        server.start()
+        self._servers[pod.metadata.name] = server
         with contextlib.suppress(ApiException):  # deleted meanwhile: the next step stops the stand-in
-            set_pod_running(self.api, self.namespace, pod.metadata.name, ip=self.address)
+            set_pod_running(self.api, self.namespace, pod.metadata.name, ip=address)
 
     def _tls(self, env: dict[str, str], pod: Any) -> ssl.SSLContext | None:
         """The runtime's TLS settings from the certificate and key the pod mounts (files written as the kubelet
@@ -330,8 +342,7 @@ class Kubelet:
         the kubelet reports it `report_delay` seconds later."""
         if driver.exit_due is None or driver.exit_reported or time.monotonic() < driver.exit_due:
             return
-        if self._serving == driver.pod:
-            self._stop_server()  # the process exited: its port is closed
+        self._stop_server(driver.pod)  # the process exited: its port is closed
         if time.monotonic() < driver.exit_due + self.report_delay or driver.last_savepoint is None:
             return
         driver.exit_reported = True
@@ -341,8 +352,7 @@ class Kubelet:
         with contextlib.suppress(ApiException):  # the pod may be gone already
             set_pod_terminated(self.api, self.namespace, driver.pod, outcome.exit_code, outcome.to_json())
 
-    def _stop_server(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        self._serving = None
+    def _stop_server(self, pod: str) -> None:
+        server = self._servers.pop(pod, None)
+        if server is not None:
+            server.stop()

@@ -133,6 +133,11 @@ class DriverControl:
         )
         return result
 
+    def promote(self, endpoint: DriverEndpoint) -> dict[str, Any]:
+        """Let a standby driver start its queries (idempotent)."""
+        result: dict[str, Any] = self._call(endpoint, "POST", contract.PATH_PROMOTE, body={})
+        return result
+
     def rescale(self, endpoint: DriverEndpoint, executors: int) -> dict[str, Any]:
         """Ask the running SparkContext for a new executor total."""
         result: dict[str, Any] = self._call(endpoint, "POST", contract.PATH_RESCALE, body={"executors": executors})

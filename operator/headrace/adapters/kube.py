@@ -343,8 +343,14 @@ class KubeClient:
         """Merge `values` into a Secret's data (keys it has keep theirs unless named here)."""
         self.core.patch_namespaced_secret(name, namespace, {"stringData": values})
 
-    def prune_attempt_objects(self, namespace: str, app: str, keep_run: int, keep_attempt: int) -> list[str]:
-        """Delete ConfigMaps and Services of attempts other than the given one; returns their names."""
+    def prune_attempt_objects(
+        self, namespace: str, app: str, keep_run: int, keep_attempt: int, *, keep_previous: bool = False
+    ) -> list[str]:
+        """Delete ConfigMaps and Services of attempts other than the given one (and the one before it, with
+        `keep_previous`: a standby's, whose active driver still runs); returns their names."""
+        kept = {(str(keep_run), str(keep_attempt))}
+        if keep_previous:
+            kept.add((str(keep_run), str(keep_attempt - 1)))
         selector = f"{names.APP}={app},{names.RUN}"
         deleted = []
         kinds: list[tuple[Any, Any]] = [
@@ -354,7 +360,7 @@ class KubeClient:
         for lister, deleter in kinds:
             for item in lister(namespace, label_selector=selector).items:
                 labels = item.metadata.labels or {}
-                if labels.get(names.RUN) == str(keep_run) and labels.get(names.ATTEMPT) == str(keep_attempt):
+                if (labels.get(names.RUN), labels.get(names.ATTEMPT)) in kept:
                     continue
                 try:
                     deleter(item.metadata.name, namespace)

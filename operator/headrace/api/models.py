@@ -359,6 +359,19 @@ class RollbackPolicy(Model):
     )
 
 
+class StandbySpec(Model):
+    """Opt-in warm standby driver: a second driver (and its executors) kept warm to take over in seconds."""
+
+    enabled: Annotated[
+        bool,
+        Field(
+            description="Keep a warm standby driver beside the running one (continuous mode): it runs the script up "
+            "to its first query start and is promoted, once the failed driver is gone, when the running one is lost. "
+            "Costs a second driver and its executors."
+        ),
+    ] = False
+
+
 STREAMING_APP_SPEC_RULES: list[JsonValue] = [
     {
         "rule": "!has(self.upgradeMode) || self.upgradeMode != 'savepoint' || has(self.state.savepointDir)",
@@ -430,6 +443,7 @@ class StreamingAppSpec(Model):
     savepoints: Annotated[SavepointPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=SavepointPolicy)
     restoreFrom: Annotated[RestoreFrom | None, change(ChangeKind.IGNORE)] = None
     rollback: Annotated[RollbackPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=RollbackPolicy)
+    standby: Annotated[StandbySpec, change(ChangeKind.IGNORE)] = Field(default_factory=StandbySpec)
     restartNonce: Annotated[
         int,
         Field(ge=0, description="Change it to restart the driver from the latest checkpoint."),

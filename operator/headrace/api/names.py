@@ -19,6 +19,7 @@ RUN = "headrace.dev/run"
 ATTEMPT = "headrace.dev/attempt"
 ROLE = "headrace.dev/role"
 SPEC_HASH = "headrace.dev/spec-hash"
+STANDBY = "headrace.dev/standby"  # "true" on a driver pod created as a warm standby (spec.standby)
 ROLE_DRIVER = "driver"
 ROLE_EXECUTOR = "executor"
 DRIVER_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE},{ROLE}={ROLE_DRIVER}"  # every driver pod the operator made

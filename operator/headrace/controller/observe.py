@@ -109,6 +109,8 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         savepoint_path=savepoint_path,
         created_at=parse_time(created) if created else None,
         waiting=_waiting(status) if phase == "Pending" else None,
+        standby=labels.get(names.STANDBY) == "true",
+        spec_hash=labels.get(names.SPEC_HASH),
     )
 
 
@@ -192,6 +194,7 @@ def driver_progress(document: contract.StatusDocument) -> DriverProgress:
         registered_executors=executors.get("registered") if executors else None,
         requested_executors=executors.get("requested") if executors else None,
         ready=document.get("phase") == "Running" and any(query.get("active") for query in queries),
+        standby=document.get("phase") == "Standby",
         savepointing=document.get("phase") in contract.SAVEPOINTING_PHASES,
         last_savepoint=last_savepoint.get("path") if last_savepoint else None,
         committed=tuple(

@@ -40,6 +40,7 @@ from headrace.core.plan import (
     DeleteSavepointResource,
     EnsureDriver,
     Plan,
+    PromoteDriver,
     RescaleInPlace,
     SetSavepointStatus,
     TakeSavepoint,
@@ -245,6 +246,8 @@ class Reconciler:
                 return AGAIN
             case RescaleInPlace():
                 return self._rescale(body, action)
+            case PromoteDriver():
+                return self._promote(body, action)
             case CreateSavepointResource():
                 app = body["metadata"]["name"]
                 resource = savepoint_resource(
@@ -376,6 +379,7 @@ class Reconciler:
             allow_repartition=action.allow_repartition,
             expected_commits=action.expected_commits,
             operator_namespace=self.operator_namespace,
+            standby=action.standby,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):
@@ -394,7 +398,9 @@ class Reconciler:
         for obj in [secret, *independent]:
             failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")
         if (attempt.run, attempt.attempt) != (1, 1):
-            self.kube.prune_attempt_objects(attempt.namespace, attempt.app, attempt.run, attempt.attempt)
+            self.kube.prune_attempt_objects(
+                attempt.namespace, attempt.app, attempt.run, attempt.attempt, keep_previous=action.standby
+            )
             failpoints.hit("inside:EnsureDriver/pruned")
         made = self.kube.create(pod)
         if made is not None:
@@ -426,6 +432,19 @@ class Reconciler:
         missing = manifests.missing_control_secret_values(values, token, lambda: self._certificate(attempt))
         if missing:
             self.kube.add_secret_values(attempt.namespace, name, missing)
+
+    def _promote(self, body: dict[str, Any], action: PromoteDriver) -> float | None:
+        namespace = body["metadata"]["namespace"]
+        endpoint = self._endpoint(body, action.address, tls=action.control_tls)
+        if endpoint is None:
+            return DRIVER_RETRY_SECONDS
+        try:
+            answer = self.driver.promote(endpoint)
+        except DriverUnavailable as error:
+            logger.warning("promoting standby driver %s/%s failed (%s); will retry", namespace, action.pod, error)
+            return DRIVER_RETRY_SECONDS
+        logger.info("promoted standby driver %s/%s: %s", namespace, action.pod, answer)
+        return AGAIN
 
     def _rescale(self, body: dict[str, Any], action: RescaleInPlace) -> float | None:
         metadata = body["metadata"]

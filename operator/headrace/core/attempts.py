@@ -78,29 +78,44 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
     refusal, so a pod the API server would refuse never costs the running driver)."""
     others = observation.others(run.number, run.attempt)
     spec = parse_spec_json(builder.status.lastReconciledSpec)
-    missing = observation.driver(run.number, run.attempt) is None
+    current = observation.driver(run.number, run.attempt)
+    missing = current is None
+    if current is not None and _stale_standby(current, run):  # removed, then the attempt is created afresh
+        others, missing = (*others, current), True
     if others:
         if spec is not None and missing and any(not pod.terminated and not pod.deleting for pod in others):
-            builder.actions.append(_ensure(spec, run, _expected(builder), check_only=True))
+            builder.actions.append(ensure(spec, run, expected_commits(builder), check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:
-        builder.actions.append(_ensure(spec, run, _expected(builder)))
+        builder.actions.append(ensure(spec, run, expected_commits(builder)))
         builder.requeue(PENDING_POLL_SECONDS)
         return
     builder.status.pendingOperation = None
 
 
-def _expected(builder: Builder) -> tuple[tuple[str, int], ...]:
+def _stale_standby(pod: DriverPod, run: RunStatus) -> bool:
+    """The attempt's pod was created as a standby (spec.standby) for another spec, or has ended before it was
+    promoted: not the driver this attempt wants."""
+    return pod.standby and (pod.terminated or pod.spec_hash != run.specHash)
+
+
+def expected_commits(builder: Builder) -> tuple[tuple[str, int], ...]:
     """What earlier attempts of this run committed, per query (the runtime refuses to start from fewer)."""
     progress = builder.status.progress
     return tuple(sorted((progress.committedBatches or {}).items())) if progress is not None else ()
 
 
-def _ensure(
-    spec: StreamingAppSpec, run: RunStatus, expected: tuple[tuple[str, int], ...], *, check_only: bool = False
+def ensure(
+    spec: StreamingAppSpec,
+    run: RunStatus,
+    expected: tuple[tuple[str, int], ...],
+    *,
+    check_only: bool = False,
+    standby: bool = False,
 ) -> EnsureDriver:
+    """Create (or with `check_only`, dry-run) the objects of `run`'s attempt (as a warm standby, with `standby`)."""
     return EnsureDriver(
         expected_commits=expected,
         run=run.number,
@@ -110,6 +125,7 @@ def _ensure(
         restore_from=run.restoredFrom,
         allow_repartition=_may_repartition(spec, run),
         check_only=check_only,
+        standby=standby,
     )
 
 
@@ -130,11 +146,13 @@ def delete_pods(builder: Builder, pods: tuple[DriverPod, ...], reason: str) -> N
             builder.actions.append(DeletePod(name=pod.name, reason=reason))
 
 
-def fence_strays(builder: Builder, observation: Observation, run: RunStatus | None) -> None:
+def fence_strays(
+    builder: Builder, observation: Observation, run: RunStatus | None, keep: DriverPod | None = None
+) -> None:
     """Driver pods of other attempts (of any attempt, with `run` None: suspended) that are still alive
-    must go (e.g. left by a crashed operator)."""
+    must go (e.g. left by a crashed operator), but for `keep` (the current attempt's warm standby)."""
     pods = observation.drivers if run is None else observation.others(run.number, run.attempt)
-    strays = tuple(pod for pod in pods if not pod.terminated and not pod.deleting)
+    strays = tuple(pod for pod in pods if not pod.terminated and not pod.deleting and pod != keep)
     if strays:
         delete_pods(builder, strays, "not the current attempt")
         builder.event("StrayDriverDeleted", ", ".join(pod.name for pod in strays), warning=True)

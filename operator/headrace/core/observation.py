@@ -30,6 +30,8 @@ class DriverPod:
     savepoint_path: str | None = None  # set when the runtime exited after stop-with-savepoint
     created_at: datetime | None = None
     waiting: str | None = None  # why a pod that has not started waits (Unschedulable, ImagePullBackOff: ...)
+    standby: bool = False  # created as a warm standby (it waits for promotion until promoted)
+    spec_hash: str | None = None  # the spec it was created with (its label)
 
     @property
     def terminated(self) -> bool:
@@ -51,6 +53,7 @@ class DriverProgress:
     registered_executors: int | None = None
     requested_executors: int | None = None
     ready: bool = False  # the runtime runs queries: savepoints can be taken
+    standby: bool = False  # the runtime is a standby waiting for promotion
     savepointing: bool = False  # a savepoint or stop-with-savepoint is underway (or the driver stops after one)
     last_savepoint: str | None = None  # path of the last savepoint the driver took
     committed: tuple[tuple[str, int], ...] = ()  # (query key, last committed batch id) per query

@@ -23,6 +23,16 @@ class EnsureDriver:
     allow_repartition: bool = False
     check_only: bool = False  # a server-side dry run (dryRun=All): would the API server accept these objects?
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
+    standby: bool = False  # a warm standby of the next attempt, beside the running driver (spec.standby)
+
+
+@dataclass(frozen=True)
+class PromoteDriver:
+    """Let the current driver, created as a warm standby, start its queries (every other driver is gone)."""
+
+    pod: str
+    address: str | None
+    control_tls: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class DeleteSavepointResource:
 Action = (
     EnsureDriver
     | DeletePod
+    | PromoteDriver
     | RescaleInPlace
     | CreateSavepointResource
     | TakeSavepoint

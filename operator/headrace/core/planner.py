@@ -30,7 +30,7 @@ from typing import assert_never
 from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import savepoints
+from headrace.core import savepoints, standby
 from headrace.core.attempts import (
     PREVIOUS_RUN,
     PREVIOUS_SPEC,
@@ -105,7 +105,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
             case _:
                 assert_never(pending.kind)
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
-        fence_strays(builder, observation, run)
+        fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
     return builder.plan()
 
@@ -185,15 +185,20 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         _maybe_leave_terminal_phase(builder, spec, observation, run)
         return
     if pod is None:
-        _failure(builder, spec, None, "DriverLost", f"driver pod {run.driverPod} disappeared")
+        message = f"driver pod {run.driverPod} disappeared"
+        _failure(builder, spec, None, "DriverLost", message, observation=observation)
     elif pod.deleting:
-        _failure(builder, spec, pod, "DriverDeleted", f"driver pod {pod.name} is being deleted")
+        _failure(
+            builder, spec, pod, "DriverDeleted", f"driver pod {pod.name} is being deleted", observation=observation
+        )
     elif pod.phase == "Running":
         _running(builder, spec, observation, pod)
+        if builder.status.pendingOperation is None:  # nothing else under way: the warm standby
+            standby.tend(builder, spec, observation, pod)
     elif pod.phase == "Succeeded":
-        _succeeded(builder, spec, pod)
+        _succeeded(builder, spec, pod, observation)
     elif pod.phase == "Failed":
-        _failed(builder, spec, pod)
+        _failed(builder, spec, pod, observation)
     elif pod.phase == "Pending" and (overdue := _start_overdue(builder, spec, pod)) is not None:
         _failure(builder, spec, pod, DRIVER_START_TIMEOUT, overdue)
     else:
@@ -220,7 +225,7 @@ def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observa
         f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s "
         f"(restartPolicy.heartbeatTimeout {spec.restartPolicy.heartbeatTimeout}): hung, frozen or unreachable"
     )
-    _failure(builder, spec, pod, DRIVER_UNRESPONSIVE, message)
+    _failure(builder, spec, pod, DRIVER_UNRESPONSIVE, message, observation=observation)
     return True
 
 
@@ -304,7 +309,8 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
         builder.status.progress = _summary(observation.progress, builder.status.progress)
         if _stuck(builder, spec, observation.progress, since):
             timeout = spec.restartPolicy.progressTimeout
-            _failure(builder, spec, pod, "NoProgress", f"no batch committed for {timeout} while input waits")
+            message = f"no batch committed for {timeout} while input waits"
+            _failure(builder, spec, pod, "NoProgress", message, observation=observation)
             return
     _apply_spec_change(builder, spec, observation, pod)
     if not builder.actions and builder.status.pendingOperation is None:
@@ -391,16 +397,17 @@ def _stuck(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, r
     return (builder.now - last).total_seconds() >= parse_duration(timeout)
 
 
-def _succeeded(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+def _succeeded(builder: Builder, spec: StreamingAppSpec, pod: DriverPod, observation: Observation) -> None:
     if spec.mode == "bounded" or spec.restartPolicy.type != "Always":
         builder.phase("Completed", f"driver {pod.name} finished")
         builder.condition("Ready", "False", "Completed", "the job finished")
         builder.condition("Progressing", "False", "Completed", "")
         return
-    _failure(builder, spec, pod, "DriverExited", f"driver {pod.name} exited although the job is continuous")
+    message = f"driver {pod.name} exited although the job is continuous"
+    _failure(builder, spec, pod, "DriverExited", message, observation=observation)
 
 
-def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod, observation: Observation) -> None:
     message = pod.message or f"driver {pod.name} failed with exit code {pod.exit_code}"
     if pod.exit_code == EXIT_RESTORE_INCOMPATIBLE:
         _terminal_failure(builder, pod.reason or "RestoreIncompatible", message)
@@ -408,17 +415,33 @@ def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
     if pod.exit_code == EXIT_CHECKPOINT_BEHIND:
         _terminal_failure(builder, pod.reason or "CheckpointBehind", f"{message}. {CHECKPOINT_BEHIND_FIX}")
         return
-    _failure(builder, spec, pod, pod.reason or "DriverFailed", message)
+    _failure(builder, spec, pod, pod.reason or "DriverFailed", message, observation=observation)
 
 
-def _failure(builder: Builder, spec: StreamingAppSpec, pod: DriverPod | None, reason: str, message: str) -> None:
-    """Count a failure, then restart after the backoff (or roll back), or give up."""
+def _failure(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    pod: DriverPod | None,
+    reason: str,
+    message: str,
+    *,
+    observation: Observation | None = None,
+) -> None:
+    """Count a failure, then restart after the backoff (or roll back), or give up. With a warm standby running
+    (`observation` given), the next attempt starts at once: the standby, promoted once the failed driver is gone."""
     policy = spec.restartPolicy
     restarts, verdict = record_failure(builder.status.restarts, policy, reason=reason, message=message, now=builder.now)
     builder.status.restarts = restarts
+    rollback = _rollback_target(builder, spec)
+    run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
+    warm = standby.ready(builder, spec, observation, run) if observation and run else None
+    if warm is not None and running is not None and verdict != "give-up" and rollback is None:
+        builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")
+        builder.condition("Degraded", "True", reason, message)
+        next_attempt(builder, running, observation or Observation(), why="Restarting")
+        return
     if pod is not None and not pod.terminated and not pod.deleting:
         builder.actions.append(DeletePod(name=pod.name, reason=reason))
-    rollback = _rollback_target(builder, spec)
     if verdict == "give-up" and rollback is None:
         never = policy.type == "Never"
         why = "restartPolicy.type is Never" if never else f"{exhausted_why(policy)}, whenExhausted Fail"

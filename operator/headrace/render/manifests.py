@@ -48,6 +48,7 @@ class Attempt:
     allow_repartition: bool = False
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
     operator_namespace: str | None = None  # where the operator's pods run (the NetworkPolicy admits them there)
+    standby: bool = False  # a warm standby driver: it waits at its first query start until promoted
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:
@@ -256,6 +257,8 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
     if attempt.restore_from:
         plain[contract.ENV_RESTORE_FROM] = attempt.restore_from
         plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
+    if attempt.standby:
+        plain[contract.ENV_STANDBY] = "true"
     if attempt.expected_commits:
         plain[contract.ENV_EXPECTED_COMMITS] = json.dumps(dict(attempt.expected_commits), sort_keys=True)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
@@ -284,6 +287,8 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
     name = names.driver_pod(attempt.app, attempt.run, attempt.attempt)
     memory = pod_memory(spec.driver.memory, DRIVER_OVERHEAD_FACTOR)
     labels = {**names.driver_labels(attempt.app, attempt.run, attempt.attempt), names.SPEC_HASH: attempt.spec_hash}
+    if attempt.standby:
+        labels[names.STANDBY] = "true"
     ours: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -97,8 +97,11 @@ class FakeKube(KubeClient):
         self.calls.append(("add_secret_values", ",".join(sorted(values))))
         self.secrets[(namespace, name)].update(values)
 
-    def prune_attempt_objects(self, namespace: str, app: str, keep_run: int, keep_attempt: int) -> list[str]:
-        self.calls.append(("prune_attempt_objects", f"{app}-r{keep_run}-a{keep_attempt}"))
+    def prune_attempt_objects(
+        self, namespace: str, app: str, keep_run: int, keep_attempt: int, *, keep_previous: bool = False
+    ) -> list[str]:
+        kept = f" keeping a{keep_attempt - 1}" if keep_previous else ""
+        self.calls.append(("prune_attempt_objects", f"{app}-r{keep_run}-a{keep_attempt}{kept}"))
         return []
 
     def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:
@@ -152,6 +155,11 @@ class FakeDriver(DriverControl):
         self.endpoints.append(endpoint)
         self.calls.append(("stop-with-savepoint" if stop else "savepoint", path))
         return {"path": path, "sizeBytes": 10, "queries": [{"batchId": 4}]}
+
+    def promote(self, endpoint: DriverEndpoint) -> dict[str, Any]:
+        self.endpoints.append(endpoint)
+        self.calls.append(("promote", endpoint.address))
+        return {"promoted": True, "phase": "Starting"}
 
     def rescale(self, endpoint: DriverEndpoint, executors: int) -> dict[str, Any]:
         self.endpoints.append(endpoint)

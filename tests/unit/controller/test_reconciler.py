@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import models, names
+from headrace.api import runtime_contract as contract
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
 from headrace.controller.reconciler import Reconciler
 from headrace.core.plan import (
@@ -21,6 +22,7 @@ from headrace.core.plan import (
     DeletePod,
     DeleteSavepointResource,
     EnsureDriver,
+    PromoteDriver,
     RescaleInPlace,
     SetSavepointStatus,
     TakeSavepoint,
@@ -63,6 +65,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
+    (PromoteDriver(pod=DRIVER, address="10.0.0.9"), [], [("promote", "10.0.0.9")]),
     (CreateSavepointResource(name="sp-1", reason="manual"), [("create_savepoint", "sp-1")], []),
     (
         TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="s3a://b/sp-1", reason="upgrade", stop=True),
@@ -100,6 +103,19 @@ def test_ensure_driver_creates_the_pod_last_after_the_other_objects_and_the_prun
     assert kinds[-2:] == ["prune_attempt_objects", "create Pod"]  # the rest is created at once, before them
     assert "create Secret" in kinds and "delete_savepoint" not in kinds
     assert ("create Pod", "clicks-r1-a2-driver") in kube.calls
+
+
+def test_a_standby_is_created_with_its_role_and_keeps_the_running_attempts_objects() -> None:
+    kube, _, reconciler, _ = cluster()
+    action = EnsureDriver(
+        run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1", standby=True
+    )
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    (pod,) = [obj for obj in kube.created if obj["kind"] == "Pod"]
+    assert pod["metadata"]["labels"][names.STANDBY] == "true"
+    env = {item["name"]: item.get("value") for item in pod["spec"]["containers"][0]["env"]}
+    assert env[contract.ENV_STANDBY] == "true" and env[contract.ENV_ATTEMPT] == "2"
+    assert ("prune_attempt_objects", "clicks-r1-a2 keeping a1") in kube.calls
 
 
 def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None:

@@ -1,0 +1,75 @@
+"""The warm standby driver (spec.standby): when to create it, which pod is the standby, when to promote it.
+
+The standby of attempt `a` of a run is the pod of attempt `a + 1`, created early (label headrace.dev/standby,
+HEADRACE_STANDBY=true) with the spec the run runs: it waits at its script's first query start. When the running
+driver is lost, the next attempt is started as on any restart, without the backoff; the fence of
+`attempts.continue_start` removes the lost driver (and waits until its pod is gone) and finds attempt `a + 1`
+already there; then the current driver is promoted, only while no other driver of the app but a later standby
+exists. A new standby is created once the current driver committed a batch. Anything else about a standby
+(another spec, failed, disabled, a new run, suspended) removes it; a spec change starts it afresh.
+Never: I/O or the clock.
+"""
+
+from __future__ import annotations
+
+from headrace.api.models import RunStatus, StreamingAppSpec
+from headrace.core.attempts import ensure, expected_commits
+from headrace.core.builder import Builder, parse_spec_json, spec_hash
+from headrace.core.observation import DriverPod, Observation
+from headrace.core.plan import DeletePod, PromoteDriver
+
+
+def _running_spec(builder: Builder) -> StreamingAppSpec | None:
+    return parse_spec_json(builder.status.lastReconciledSpec)
+
+
+def kept(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> DriverPod | None:
+    """The standby of the current attempt worth keeping: wanted, not failing, created with the running spec."""
+    running = _running_spec(builder)
+    pod = observation.driver(run.number, run.attempt + 1)
+    if running is None or pod is None or not pod.standby or pod.terminated or pod.deleting:
+        return None
+    if not spec.standby.enabled or spec.mode != "continuous" or pod.spec_hash != spec_hash(running):
+        return None
+    return pod
+
+
+def ready(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> DriverPod | None:
+    """The kept standby, when its pod runs (its JVM is up or coming up): a loss is then recovered through it."""
+    pod = kept(builder, spec, observation, run)
+    return pod if pod is not None and pod.phase == "Running" else None
+
+
+def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
+    """While the current driver runs: promote it if it is a standby waiting; create a standby once it committed."""
+    run = builder.status.run
+    assert run is not None
+    if pod.standby and _waiting(observation):
+        others = [
+            other
+            for other in observation.others(run.number, run.attempt)
+            if not (other.standby and other.run == run.number and other.attempt > run.attempt)
+        ]
+        if not others:  # the fence: no other driver of the app (continue_start waited for them to be gone)
+            builder.actions.append(PromoteDriver(pod=pod.name, address=pod.ip, control_tls=pod.control_tls))
+            builder.event("StandbyPromoted", f"standby driver {pod.name} starts the queries of run {run.number}")
+        return
+    following = observation.driver(run.number, run.attempt + 1)
+    if following is not None and following.standby and following.terminated and not following.deleting:
+        builder.actions.append(DeletePod(name=following.name, reason="standby driver ended"))
+        message = f"standby driver {following.name} ended ({following.reason}); replaced"
+        builder.event("StandbyFailed", message, warning=True)
+        return
+    running = _running_spec(builder)
+    committed = observation.progress is not None and bool(observation.progress.committed)
+    if following is None and running is not None and committed and spec.standby.enabled and spec.mode == "continuous":
+        following_run = run.model_copy(update={"attempt": run.attempt + 1})
+        builder.actions.append(ensure(running, following_run, expected_commits(builder), standby=True))
+        builder.event("StandbyStarting", f"warm standby driver for attempt {run.attempt + 1} of run {run.number}")
+
+
+def _waiting(observation: Observation) -> bool:
+    """The current driver has not started its queries as a standby (or has not answered yet: promoting is
+    idempotent, and a driver not yet at its gate passes it once promoted)."""
+    progress = observation.progress
+    return progress is None or progress.standby

@@ -1,0 +1,85 @@
+"""The warm standby driver (issue 14, item 3) with the real operator against a real API server; driver stand-ins
+answer the control endpoint (a standby waits in phase Standby until promoted).
+
+A lost driver (deleted, or frozen: it stops answering) is replaced by the standby without a backoff, promoted only
+once the lost driver's pod is gone; the promoted driver gets a standby of its own once it committed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kubernetes import client
+from kubernetes.client import ApiClient
+
+from headrace.api import names
+from testbed.operator_process import OperatorProcess
+
+from .driver_standin import Kubelet
+from .kube import app_manifest, create_app, driver_pods, events_for, get_app, wait_for
+
+APP = "warm"
+
+
+def _pod(api: ApiClient, namespace: str, attempt: int, *, running: bool = True) -> client.V1Pod | None:
+    pods = [pod for pod in driver_pods(api, namespace, APP) if pod.metadata.name == f"{APP}-r1-a{attempt}-driver"]
+    if not pods or pods[0].metadata.deletion_timestamp is not None:
+        return None
+    if running and pods[0].status.phase != "Running":
+        return None
+    return pods[0]
+
+
+def _run(api: ApiClient, namespace: str) -> dict:  # type: ignore[type-arg]
+    return dict((get_app(api, namespace, APP).get("status") or {}).get("run") or {})
+
+
+def _manifest(heartbeat: str = "2m") -> dict:  # type: ignore[type-arg]
+    restart = {"backoff": {"initialSeconds": 30, "maxSeconds": 60}, "heartbeatTimeout": heartbeat}
+    return app_manifest(APP, standby={"enabled": True}, restartPolicy=restart)
+
+
+def _standby(api: ApiClient, namespace: str, attempt: int) -> client.V1Pod:
+    pod = wait_for(lambda: _pod(api, namespace, attempt), what=f"the standby of attempt {attempt - 1} running")
+    assert pod is not None and pod.metadata.labels[names.STANDBY] == "true"
+    return pod
+
+
+def test_a_deleted_driver_is_replaced_by_its_standby(operator: OperatorProcess, api: ApiClient, namespace: str) -> None:
+    with Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest())
+        wait_for(lambda: _run(api, namespace).get("attempt") == 1 and _pod(api, namespace, 1), what="driver 1 runs")
+        standby = _standby(api, namespace, 2)
+        assert kubelet.requests_of(standby.metadata.name, "promote") == []
+        assert _run(api, namespace)["attempt"] == 1  # it waits beside the running driver
+        deleted_at = time.monotonic()
+        client.CoreV1Api(api).delete_namespaced_pod(f"{APP}-r1-a1-driver", namespace)
+        wait_for(lambda: kubelet.requests_of(standby.metadata.name, "promote"), what="the standby promoted")
+        promoted = time.monotonic() - deleted_at
+        wait_for(lambda: standby.metadata.name in kubelet.live_at_promotion, what="the kubelet's sample")
+        assert f"{APP}-r1-a1-driver" not in kubelet.live_at_promotion[standby.metadata.name]  # the old one was gone
+        status = get_app(api, namespace, APP)["status"]
+        assert status["run"]["attempt"] == 2 and status["restarts"]["lastFailureReason"] in (
+            "DriverDeleted",
+            "DriverLost",
+        )
+        _standby(api, namespace, 3)  # the promoted driver committed: a new standby beside it
+        reasons = {event.reason for event in events_for(api, namespace, APP)}
+        assert {"PromotingStandby", "StandbyPromoted", "StandbyStarting"} <= reasons
+        print(f"driver deleted -> standby promoted: {promoted:.2f}s (the backoff would have been 30 s)")
+
+
+def test_a_frozen_driver_is_fenced_before_its_standby_is_promoted(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    with Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(heartbeat="3s"))
+        wait_for(lambda: _run(api, namespace).get("attempt") == 1 and _pod(api, namespace, 1), what="driver 1 runs")
+        standby = _standby(api, namespace, 2)
+        kubelet.freeze(f"{APP}-r1-a1-driver")
+        wait_for(lambda: kubelet.requests_of(standby.metadata.name, "promote"), what="the standby promoted")
+        wait_for(lambda: standby.metadata.name in kubelet.live_at_promotion, what="the kubelet's sample")
+        assert f"{APP}-r1-a1-driver" not in kubelet.live_at_promotion[standby.metadata.name]  # the frozen one too
+        status = get_app(api, namespace, APP)["status"]
+        assert status["restarts"]["lastFailureReason"] == "DriverUnresponsive"
+        assert status["run"]["attempt"] == 2
