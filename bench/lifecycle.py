@@ -17,7 +17,9 @@ previous cold path (the driver JVM started by spark-submit's launcher, no class-
 for driver and executors: HEADRACE_JVM_START=spark-submit on the driver; the SparkContext waiting for
 executors; Hadoop's local file system forking chmod); `--json FILE` saves the runs
 and `--baseline FILE` prints each phase's median against that file's as a ratio (two runs of the
-bench one after the other, each under its own node lock hold).
+bench one after the other, each under its own node lock hold). `--standby` measures the same with
+`spec.standby.enabled` (each deletion once the standby waits at its gate: the "new driver" is the
+promoted standby, created and Running before the loss).
 """
 
 from __future__ import annotations
@@ -151,8 +153,11 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
     def new_executor_running() -> bool:
         return any(pod.metadata.name not in old_executors for pod in app.running(names.ROLE_EXECUTOR))
 
+    def new_commits() -> list[float]:  # by the current driver, after the loss (a standby's pod started before it)
+        return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > lost]
+
     def committed() -> bool:
-        return _driver(app) != old and bool(app.driver_commits())
+        return _driver(app) != old and bool(new_commits())
 
     lost = time.time()
     app.core.delete_namespaced_pod(old, app.namespace)
@@ -166,7 +171,7 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
         },
         lost,
     )
-    first = min(path.stat().st_mtime for path in app.driver_commits()) - lost
+    first = min(new_commits()) - lost
     phases["first_batch"] = first  # the commit file's own time, not the poll's
     new = next(pod for pod in app.running(names.ROLE_DRIVER) if pod.metadata.name != old)
     started = new.status.start_time.timestamp() if new.status.start_time else None
@@ -196,8 +201,18 @@ def _first_batch_events(app: scenario.AppHandle) -> list[str]:
     return [str(event.message) for event in sorted(events, key=lambda event: str(event.last_timestamp))]
 
 
+def _standby_waits(app: scenario.AppHandle) -> bool:
+    """A standby beside the current driver waits at its script's first query start."""
+    current = _driver(app)
+    for pod in app.running(names.ROLE_DRIVER):
+        if pod.metadata.labels.get(names.STANDBY) == "true" and pod.metadata.name != current:
+            log = app.core.read_namespaced_pod_log(pod.metadata.name, app.namespace, container="driver")
+            return "waiting to be promoted" in log
+    return False
+
+
 def recoveries(
-    target: Environment, runs: int, spark_conf: dict[str, str], legacy_start: bool = False
+    target: Environment, runs: int, spark_conf: dict[str, str], legacy_start: bool = False, standby: bool = False
 ) -> list[dict[str, float]]:
     """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's)."""
     results = []
@@ -210,12 +225,16 @@ def recoveries(
         spark_conf = {**LEGACY_SPARK_CONF, **spark_conf}
     if spark_conf:
         overrides["sparkConf"] = {**example["spec"].get("sparkConf", {}), **spark_conf}
+    if standby:
+        overrides["standby"] = {"enabled": True}
     with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
         app.wait(app.commits, 900, "the first batch")
         for number in range(1, runs + 1):
             app.wait(app.driver_commits, 900, "a batch by the current driver")
             time.sleep(10)  # steady state: batches keep coming
             app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
+            if standby:
+                app.wait(lambda: _standby_waits(app), 900, "a standby at its gate")
             phases = _one_recovery(app)
             print(f"recovery {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
             results.append(phases)
@@ -249,13 +268,14 @@ def main() -> None:
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="with --recovery: add to sparkConf"
     )
     parser.add_argument("--legacy-start", action="store_true", help="with --recovery: the previous cold path")
+    parser.add_argument("--standby", action="store_true", help="with --recovery: with a warm standby driver")
     parser.add_argument("--json", type=Path, metavar="FILE", help="with --recovery: save the runs' phases")
     parser.add_argument("--baseline", type=Path, metavar="FILE", help="with --recovery: ratios against saved runs")
     options = parser.parse_args()
     spark_conf = dict(item.split("=", 1) for item in options.spark_conf)
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
-            results = recoveries(target, options.recovery, spark_conf, options.legacy_start)
+            results = recoveries(target, options.recovery, spark_conf, options.legacy_start, options.standby)
             if options.json:
                 options.json.write_text(json.dumps(results, indent=1))
             _summary(results, json.loads(options.baseline.read_text()) if options.baseline else None)
