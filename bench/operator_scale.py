@@ -221,16 +221,27 @@ def main() -> None:
     parser.add_argument("--running", nargs="*", type=int, default=[], help="apps per round on KWOK nodes")
     parser.add_argument("--storm", type=int, default=200, help="Running drivers deleted at once in each such round")
     parser.add_argument("--peer", type=int, default=0, help="apps for Headrace beside the Kubeflow Spark operator")
+    parser.add_argument("--rate", type=float, default=0.0, help="apps/s created steadily on KWOK nodes (sustained)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="for how long --rate is sustained")
     parser.add_argument("--baseline", type=Path, help="a directory holding another version's headrace package")
     args = parser.parse_args()
-    counts = args.counts or ([] if args.running or args.peer else [100, 500])
+    sustained = (args.rate, args.seconds) if args.rate else None
+    kwok_scenarios = bool(args.running or args.peer or sustained)
+    counts = args.counts or ([] if kwok_scenarios else [100, 500])
     ensure_control_plane_binaries()
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp:
         workdir = Path(temp)
-        if args.running or args.peer:
+        if kwok_scenarios:
             import scale_running  # imports this module: its scenarios reuse the manifest
 
-            scale_running.run(args.running, args.storm, args.peer, workdir / "running")
+            scale_running.run(
+                args.running,
+                args.storm,
+                args.peer,
+                workdir / "running",
+                baseline=args.baseline,
+                sustained=sustained,
+            )
         if not counts:
             return
         with ControlPlane(workdir / "plane") as plane:

@@ -10,14 +10,21 @@ removes a deleted one at once). Scenarios:
 - storm: S of those Running drivers deleted at once (16 client threads, as a node loss would take them)
   -> every app has a new driver Running (p50/p99/max, all); an app that ever had two live drivers (neither
   being deleted) at once is counted, over the burst and the storm.
+- sustained: apps created at a steady rate (`--rate`, apps/s, for `--seconds`), each call on its schedule;
+  per app, create -> driver pod created and -> Running (p50/p99/max).
+- with `--baseline DIR`, each scenario first runs another version's operator (its `headrace` package in DIR)
+  on a cluster of its own, and the burst's figures are printed beside the current ones with their ratio.
 - the same burst and storm for the Kubeflow Spark operator v2.4.0 (`testbed.spark_operator`) on the same
   fake nodes, printed beside Headrace's, with Headrace's figure divided by the peer's.
-Run: `uv run python bench/operator_scale.py --running N [--storm S] [--peer N]` (see `main` there).
+Run: `uv run python bench/operator_scale.py --running N [--storm S] [--rate R --seconds T] [--peer N]
+[--baseline DIR]` (see `main` there).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 import statistics
 import threading
@@ -44,6 +51,7 @@ WAIT_SECONDS = 900.0
 CREATE_THREADS = 8
 DELETE_THREADS = 16
 SETTLE_SECONDS = 10.0
+SUSTAINED_THREADS = 16  # client threads for the sustained rate (a create call can take longer than 1/rate)
 
 
 # --- the two operators, described the same way ---------------------------------------------------
@@ -75,11 +83,19 @@ def _headrace_manifest(name: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _run_headrace(plane: ControlPlane, namespace: str, workdir: Path) -> Iterator[int]:
+def _run_headrace(plane: ControlPlane, namespace: str, workdir: Path, source: Path | None = None) -> Iterator[int]:
     del namespace  # it watches every namespace
-    with OperatorProcess(plane.kubeconfig, workdir / "headrace", verbose=False) as operator:
+    env = {"PYTHONPATH": str(source)} if source is not None else {}  # another version's headrace package
+    with OperatorProcess(plane.kubeconfig, workdir / "headrace", env, verbose=False) as operator:
         assert operator.process is not None
         yield operator.process.pid
+
+
+def baseline_subject(source: Path) -> Subject:
+    """Headrace as another version (its `headrace` package in `source`, e.g. an older commit's operator/)."""
+    return dataclasses.replace(
+        HEADRACE, name=f"Headrace baseline ({source})", run=functools.partial(_run_headrace, source=source)
+    )
 
 
 @contextlib.contextmanager
@@ -298,6 +314,70 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
         return result
 
 
+def run_sustained(subject: Subject, rate: float, seconds: float, workdir: Path) -> dict[str, Any]:
+    """A fresh cluster and operator: apps created at `rate` per second for `seconds` (each create call made on
+    its schedule from a pool of client threads); per app, create -> driver pod created and -> Running."""
+    count = round(rate * seconds)
+    with _cluster(subject, count, workdir) as (plane, api):
+        namespace = create_namespace(api, "sustained")
+        log, stop = DriverLog(subject.app_label), threading.Event()
+        watcher = threading.Thread(
+            target=_watch, args=(namespace, api, subject.driver_selector, log, stop), daemon=True
+        )
+        watcher.start()
+        custom = client.CustomObjectsApi(api)
+        created: dict[str, float] = {}
+        late: list[float] = []  # how far behind its schedule each create call started
+
+        def create(index: int, due: float) -> None:
+            late.append(max(0.0, time.monotonic() - due))
+            name = f"app-{index:04d}"
+            body = subject.manifest(name)
+            custom.create_namespaced_custom_object(subject.group, subject.version, namespace, subject.plural, body)
+            created[name] = time.monotonic()
+
+        with subject.run(plane, namespace, workdir) as pid:
+            time.sleep(2)
+            cpu_before = _cpu_seconds(pid)
+            began = time.monotonic()
+            with ThreadPoolExecutor(max_workers=SUSTAINED_THREADS) as pool:
+                for index in range(count):
+                    due = began + index / rate
+                    time.sleep(max(0.0, due - time.monotonic()))
+                    pool.submit(create, index, due)
+            calls_s = time.monotonic() - began
+            all_running = _wait(lambda: len(log.first(log.running)) >= count)
+            first_created, first_running = log.first(log.created), log.first(log.running)
+            result: dict[str, Any] = {
+                "subject": subject.name,
+                "apps": count,
+                "rate": rate,
+                "seconds": seconds,
+                "calls_s": calls_s,
+                "late_p99_s": _percentile(late, 0.99) if late else float("nan"),
+                "all_running": all_running,
+                "to_created": _spread([first_created[app] - created[app] for app in first_created]),
+                "to_running": _spread([first_running[app] - created[app] for app in first_running]),
+                "cpu_s": _cpu_seconds(pid) - cpu_before,
+                "doubled": len(log.doubled),
+            }
+        stop.set()
+        watcher.join(timeout=10)
+        return result
+
+
+def print_sustained(result: dict[str, Any]) -> None:
+    """The sustained scenario's figures, two lines."""
+    print(
+        f"{result['subject']}, {result['rate']:g} apps/s for {result['seconds']:g}s ({result['apps']} apps; create "
+        f"calls took {result['calls_s']:.1f}s, p99 {result['late_p99_s']:.2f}s behind schedule) on KWOK nodes: "
+        f"{_line('create->driver created', result['to_created'])}; {_line('create->Running', result['to_running'])}"
+        f"{'' if result['all_running'] else ' (NOT all Running: timed out)'}; CPU {result['cpu_s']:.1f}s; "
+        f"apps that ever had two live drivers: {result['doubled']}",
+        flush=True,
+    )
+
+
 def _storm(api: client.ApiClient, namespace: str, log: DriverLog, count: int) -> dict[str, Any]:
     victims = sorted(log.running_pods().items())[:count]
     core = client.CoreV1Api(api)
@@ -320,13 +400,34 @@ def _storm(api: client.ApiClient, namespace: str, log: DriverLog, count: int) ->
 # --- the run and its table -----------------------------------------------------------------------
 
 
-def run(counts: list[int], storm: int, peer: int, workdir: Path) -> list[dict[str, Any]]:
-    """Headrace at each of `counts` (the storm over `storm` apps in each), then, if `peer`, Headrace and the
+def run(
+    counts: list[int],
+    storm: int,
+    peer: int,
+    workdir: Path,
+    *,
+    baseline: Path | None = None,
+    sustained: tuple[float, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Headrace at each of `counts` (the storm over `storm` apps in each; with `baseline`, that version right
+    before, and the ratios), the sustained rate (apps/s, seconds) likewise, then, if `peer`, Headrace and the
     peer at `peer` apps, side by side; each run on a control plane and KWOK nodes of its own."""
     results = []
     for index, count in enumerate(counts):
+        if baseline is not None:
+            before = run_subject(baseline_subject(baseline), count, min(storm, count), workdir / f"baseline-{index}")
+            print_result(before)
         results.append(run_subject(HEADRACE, count, min(storm, count), workdir / f"headrace-{index}"))
         print_result(results[-1])
+        if baseline is not None:
+            print_side_by_side(results[-1], before, "baseline")
+    if sustained is not None:
+        rate, seconds = sustained
+        if baseline is not None:
+            before = run_sustained(baseline_subject(baseline), rate, seconds, workdir / "baseline-sustained")
+            print_sustained(before)
+        results.append(run_sustained(HEADRACE, rate, seconds, workdir / "headrace-sustained"))
+        print_sustained(results[-1])
     if peer:
         ours = run_subject(HEADRACE, peer, min(storm, peer), workdir / "headrace-beside-peer")
         print_result(ours)
@@ -384,12 +485,12 @@ def _value(result: dict[str, Any], path: tuple[str, ...]) -> float:
     return float(value)
 
 
-def print_side_by_side(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    """The table: each figure for both operators at the same N, and Headrace's divided by the peer's."""
+def print_side_by_side(ours: dict[str, Any], theirs: dict[str, Any], other: str = "peer") -> None:
+    """The table: each figure for both operators at the same N, and Headrace's divided by the other's."""
     print(f"\nSame testbed control plane and KWOK nodes, N={ours['apps']}, storm {ours.get('storm', 0)}:", flush=True)
-    print(f"{'':32} {'Headrace':>10} {'peer':>10} {'ratio':>7}")
+    print(f"{'':32} {'Headrace':>10} {other:>10} {'ratio':>7}")
     for label, path in ROWS:
         mine, peer = _value(ours, path), _value(theirs, path)
         ratio = f"{mine / peer:.2f}" if peer else "-"
         print(f"{label:32} {mine:10.2f} {peer:10.2f} {ratio:>7}", flush=True)
-    print(f"(peer: {theirs['subject']}; ratio < 1: Headrace smaller, i.e. faster or leaner)", flush=True)
+    print(f"({other}: {theirs['subject']}; ratio < 1: Headrace smaller, i.e. faster or leaner)", flush=True)

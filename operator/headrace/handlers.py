@@ -62,13 +62,7 @@ def register(
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         """Configure kopf and start the workers."""
-        settings.posting.level = logging.WARNING
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.watching.label_selectors["pods"] = names.DRIVER_SELECTOR  # server-side: only driver pods
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
-        settings.persistence.finalizer = FINALIZER
+        configure(settings)
         queue.start()
         verifier.start()
         logger.info("headrace operator started with %d workers", workers)
@@ -84,6 +78,17 @@ def register(
     _watch_crds(registry, cache=cache, verifier=verifier)
     if dispose is not None:
         _dispose_on_delete(registry, dispose)
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings for this operator (applied at startup)."""
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.label_selectors["pods"] = names.DRIVER_SELECTOR  # server-side: only driver pods
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
+    settings.persistence.finalizer = FINALIZER
 
 
 def _dispose_on_delete(registry: kopf.OperatorRegistry, dispose: Dispose) -> None:
