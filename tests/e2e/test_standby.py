@@ -1,0 +1,106 @@
+"""The warm standby driver (issue 14, item 3) on a real cluster, with input arriving throughout.
+
+One app with `spec.standby.enabled`: a standby driver (and its executor) waits beside the running driver; the
+running driver's pod is deleted and the standby takes over; then the new running driver is frozen (SIGSTOP) and
+the standby made for it is promoted only once the frozen driver's pod is gone (never two writers); the sink then
+holds every input event exactly once.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from headrace.api import names
+from testbed import faults, scenario
+from testbed.environment import deployed_example
+from testbed.sink import wait_for_every_window
+
+from .conftest import E2E
+
+pytestmark = pytest.mark.e2e
+
+GATE = "waiting to be promoted"
+PROMOTED = "promoted: starting the queries"
+
+
+@pytest.fixture(scope="module")
+def warm(e2e: E2E) -> Iterator[scenario.AppHandle]:
+    restart = {"heartbeatTimeout": "20s"}
+    with deployed_example(e2e, 4, standby={"enabled": True}, restartPolicy=restart) as handle:
+        handle.wait(handle.commits, 600, "the first committed batch")
+        yield handle
+
+
+def _current(app: scenario.AppHandle) -> str:
+    return str((app.status().get("run") or {}).get("driverPod") or "")
+
+
+def _log(app: scenario.AppHandle, pod: str) -> str:
+    try:
+        return str(app.core.read_namespaced_pod_log(pod, app.namespace, container="driver"))
+    except client.ApiException:  # not started yet, or gone
+        return ""
+
+
+def _waiting_standby(app: scenario.AppHandle) -> Any:
+    """The standby beside the current driver, once it waits at its script's first query start."""
+    current = _current(app)
+    for pod in app.running(names.ROLE_DRIVER):
+        if pod.metadata.labels.get(names.STANDBY) == "true" and pod.metadata.name != current:
+            return pod if GATE in _log(app, pod.metadata.name) else None
+    return None
+
+
+def _exists(app: scenario.AppHandle, name: str) -> bool:
+    return any(pod.metadata.name == name for pod in app.pods(names.ROLE_DRIVER))
+
+
+def test_a_deleted_driver_is_replaced_by_the_warm_standby(warm: scenario.AppHandle) -> None:
+    with scenario.Writer(warm.input):
+        standby = warm.wait(lambda: _waiting_standby(warm), 600, "a standby waiting at its gate")
+        old = _current(warm)
+        deleted_at, clock = time.time(), time.monotonic()
+        warm.core.delete_namespaced_pod(old, warm.namespace)
+        warm.wait(lambda: _current(warm) == standby.metadata.name, 120, "the standby as the current driver")
+        warm.wait(lambda: warm.commits_after(deleted_at + 1), 300, "a batch committed by the promoted standby")
+        print(f"driver deleted -> first batch of the promoted standby: {time.monotonic() - clock:.1f}s")
+    reasons = [event.reason for event in warm.core.list_namespaced_event(warm.namespace).items]
+    assert "PromotingStandby" in reasons and "StandbyPromoted" in reasons
+
+
+def test_a_frozen_driver_is_gone_before_the_standby_is_promoted(warm: scenario.AppHandle) -> None:
+    with scenario.Writer(warm.input):
+        standby = warm.wait(lambda: _waiting_standby(warm), 600, "a standby waiting at its gate")
+        old = _current(warm)
+        pod = next(item for item in warm.pods(names.ROLE_DRIVER) if item.metadata.name == old)
+        frozen_at = time.monotonic()
+        faults.signal_container(faults.container_id(pod), signal.SIGSTOP)
+        overlaps: list[float] = []
+        promoted_at, deadline = 0.0, time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if PROMOTED in _log(warm, standby.metadata.name):
+                promoted_at = time.time()
+                if _exists(warm, old):  # read after the promotion was seen: it existed while the standby ran
+                    overlaps.append(time.monotonic() - frozen_at)
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the standby was not promoted within 300 s of the freeze")
+        assert not overlaps, f"the standby was promoted while the frozen driver's pod existed ({overlaps})"
+        warm.wait(lambda: _current(warm) == standby.metadata.name, 60, "the standby as the current driver")
+        warm.wait(lambda: warm.commits_after(promoted_at), 300, "a batch committed by the promoted standby")
+        print(f"driver frozen -> first batch of the promoted standby: {time.monotonic() - frozen_at:.1f}s")
+    assert warm.status()["restarts"]["lastFailureReason"] == "DriverUnresponsive"
+
+
+def test_the_sink_holds_every_event_exactly_once(warm: scenario.AppHandle) -> None:
+    expected = scenario.expected_tumbling_counts(warm.input.counted())
+    warm.input.flush()
+    result = wait_for_every_window(warm, expected, timeout=300)
+    assert {key: result[key] for key in expected} == dict(expected)
