@@ -211,11 +211,28 @@ def _standby_waits(app: scenario.AppHandle) -> bool:
     return False
 
 
+def _new_first_batch_events(app: scenario.AppHandle, seen: set[str], timeout: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = [message for message in _first_batch_events(app) if message not in seen]
+        if new:
+            return new
+        time.sleep(1)
+    return []
+
+
 def recoveries(
-    target: Environment, runs: int, spark_conf: dict[str, str], legacy_start: bool = False, standby: bool = False
+    target: Environment,
+    runs: int,
+    spark_conf: dict[str, str],
+    legacy_start: bool = False,
+    standby: bool = False,
+    *,
+    save: Path | None = None,
 ) -> list[dict[str, float]]:
-    """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's)."""
-    results = []
+    """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's);
+    the runs so far are written to `save` after each."""
+    results: list[dict[str, float]] = []
     example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
     overrides: dict[str, object] = {}
     overrides["restartPolicy"] = {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}
@@ -235,12 +252,14 @@ def recoveries(
             app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
             if standby:
                 app.wait(lambda: _standby_waits(app), 900, "a standby at its gate")
+            seen = set(_first_batch_events(app))
             phases = _one_recovery(app)
             print(f"recovery {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
             results.append(phases)
-        time.sleep(5)
-        for message in _first_batch_events(app):  # the operator's account of each (FirstBatch events)
-            print(f"event: {message}", flush=True)
+            if save is not None:
+                save.write_text(json.dumps(results, indent=1))
+            for message in _new_first_batch_events(app, seen):
+                print(f"  event FirstBatch: {message}", flush=True)  # the operator's account of the same recovery
     return results
 
 
@@ -275,9 +294,9 @@ def main() -> None:
     spark_conf = dict(item.split("=", 1) for item in options.spark_conf)
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
-            results = recoveries(target, options.recovery, spark_conf, options.legacy_start, options.standby)
-            if options.json:
-                options.json.write_text(json.dumps(results, indent=1))
+            results = recoveries(
+                target, options.recovery, spark_conf, options.legacy_start, options.standby, save=options.json
+            )
             _summary(results, json.loads(options.baseline.read_text()) if options.baseline else None)
             return
         for name, value in run(target).items():
