@@ -652,6 +652,15 @@ def test_the_first_batch_after_a_restart_is_an_event_with_every_phase_once() -> 
     assert [event for event in again.events if event.reason == "FirstBatch"] == []
 
 
+def test_a_failure_seen_within_the_second_the_pod_was_created_still_anchors_the_first_batch() -> None:
+    status = step(running_app(), seen(pod(deleting=True)), later(10.8)).status  # failure seen at +10.8 s
+    status = step(status, seen(), later(10.9)).status  # attempt 2 created at once: creationTimestamp +10 s
+    replacement = pod(attempt=2, created_at=later(10), running_since=later(12))
+    plan = step(status, Observation(drivers=(replacement,), progress=_started(8.0, started_at=12.5)), later(21))
+    [event] = [event for event in plan.events if event.reason == "FirstBatch"]
+    assert "committed its first batch 9.7s after the failure at 2026-11-21T12:00:10.800000Z" in event.message
+
+
 def test_a_first_batch_without_a_failure_counts_from_the_pods_creation() -> None:
     deployed = pod(created_at=later(-1), running_since=T0)
     plan = step(running_app(), Observation(drivers=(deployed,), progress=_started(8.0, started_at=0.5)), later(10))

@@ -9,7 +9,7 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from headrace.api import runtime_contract as contract
@@ -17,6 +17,7 @@ from headrace.core.observation import DriverPod, DriverProgress
 from headrace.core.timefmt import format_time
 
 FIRST_BATCH_EVENT: Final = "FirstBatch"
+CREATION_PRECISION: Final = timedelta(seconds=1)  # creationTimestamp is truncated to the second
 PHASE_LABELS: Final = {
     contract.PHASE_JVM_STARTED: "JVM",
     contract.PHASE_SPARK_CONTEXT_READY: "SparkContext",
@@ -30,11 +31,12 @@ def first_batch_message(pod: DriverPod, progress: DriverProgress, failed_at: dat
     """The FirstBatch event's message, or None when the driver has not reported its first batch.
 
     `failed_at` is the failure the attempt recovers from (None for a deploy, an upgrade or a resume); a
-    failure after the pod's creation is not this attempt's cause and is ignored."""
+    failure after the pod's creation (Kubernetes keeps whole seconds of it) is not this attempt's cause and is
+    ignored."""
     first = progress.phase_at(contract.PHASE_FIRST_BATCH)
     if first is None or progress.started_at is None:
         return None
-    if failed_at is not None and pod.created_at is not None and failed_at > pod.created_at:
+    if failed_at is not None and pod.created_at is not None and failed_at > pod.created_at + CREATION_PRECISION:
         failed_at = None
     anchor = failed_at or pod.created_at or progress.started_at
     moments = [("pod created", pod.created_at), ("container started", pod.running_since)]
