@@ -105,6 +105,16 @@ ENV_CASES: list[tuple[str, dict[str, Any], str | None]] = [
     ),
     ("Spark's auth secret", {"driver__env": [{"name": "_SPARK_AUTH_SECRET", "value": "x"}]}, "spec.driver.env[0].name"),
     (
+        "the runtime's JVM start switch, the one HEADRACE_* variable a user sets",
+        {"driver__env": [{"name": "HEADRACE_JVM_START", "value": "spark-submit"}]},
+        None,
+    ),
+    (
+        "a name close to the switch",
+        {"driver__env": [{"name": "HEADRACE_JVM_STARTX", "value": "spark-submit"}]},
+        "spec.driver.env[0].name",
+    ),
+    (
         "reserved name in a pod template container",
         {"executor__podTemplate": _container(env=[{"name": "HEADRACE_MODE", "value": "bounded"}])},
         "spec.executor.podTemplate.spec.containers[0].env[0].name",

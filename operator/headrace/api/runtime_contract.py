@@ -17,6 +17,10 @@ ENV_APP_NAMESPACE: Final = "HEADRACE_APP_NAMESPACE"
 ENV_RUN_ID: Final = "HEADRACE_RUN_ID"  # e.g. "r3": a run is one checkpoint lineage
 ENV_ATTEMPT: Final = "HEADRACE_ATTEMPT"  # attempt number within the run, from 1
 ENV_CHECKPOINT_DIR: Final = "HEADRACE_CHECKPOINT_DIR"  # this run's checkpoint root (any Hadoop URI)
+# The one HEADRACE_* variable a user may set (spec.driver.env): "spark-submit" starts the driver JVM the
+# previous way, through spark-submit's launcher and without the class-data sharing archive (for comparison).
+ENV_JVM_START: Final = "HEADRACE_JVM_START"
+USER_SETTABLE_ENV: Final = frozenset({ENV_JVM_START})
 ENV_SAVEPOINT_DIR: Final = "HEADRACE_SAVEPOINT_DIR"  # where savepoints go unless a request names a path
 ENV_RESTORE_FROM: Final = "HEADRACE_RESTORE_FROM"  # savepoint path to restore from before the first batch
 ENV_STATE_BACKEND: Final = "HEADRACE_STATE_BACKEND"  # "rocksdb" | "hdfs"

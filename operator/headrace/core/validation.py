@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headrace.api.models import StreamingAppSpec
+from headrace.api.runtime_contract import USER_SETTABLE_ENV
 
 # Spark settings the operator sets itself (render/manifests.py and the runtime in the driver):
 # key -> where the user sets it instead. tests/unit/test_validation.py checks that every key the
@@ -244,6 +245,8 @@ def _env_problems(entries: list[Any], where: str) -> list[Problem]:
     for index, entry in enumerate(entries):
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str):
+            continue
+        if name.strip() in USER_SETTABLE_ENV:
             continue
         if name.strip().upper().startswith(RESERVED_ENV_PREFIX) or name.strip() in RESERVED_ENV_NAMES:
             problems.append(

@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from headrace.api import runtime_contract as contract
+
 log = logging.getLogger(__name__)
 
 JVM_DIR_ENV = "HEADRACE_JVM_DIR"  # where the image keeps the recorded layout and the archive
 DEFAULT_JVM_DIR = "/opt/headrace/jvm"
-START_ENV = "HEADRACE_JVM_START"  # "direct" (default) or "spark-submit": the previous cold path, no archive
+START_ENV = contract.ENV_JVM_START  # "direct" (default) or "spark-submit": the previous cold path, no archive
 DUMP_ENV = "HEADRACE_CDS_DUMP"  # image build only: dump a class-data sharing archive here at the JVM's exit
 OPTIONS_FILE = "java-options"  # the launcher's fixed options, one a line
 CLASSPATH_FILE = "classpath"  # Spark's jars at build, one a line, in classpath order
