@@ -89,7 +89,8 @@ def test_a_frozen_driver_is_fenced_before_the_standby_is_promoted() -> None:
     silent = Observation(drivers=(pod(), standby_pod()), unanswered=True)
     first = decide(view(WARM, status), silent, later(10)).status
     frozen = decide(view(WARM, first), silent, later(10 + 121))
-    assert DeletePod(name=pod().name, reason="replaced by a new attempt") in frozen.actions
+    deletes = [action for action in frozen.actions if isinstance(action, DeletePod)]
+    assert deletes == [DeletePod(name=pod().name, reason="DriverUnresponsive", grace_seconds=1)], "once, 1 s grace"
     assert frozen.status.restarts.lastFailureReason == "DriverUnresponsive"
     assert not [action for action in frozen.actions if isinstance(action, PromoteDriver)]
     assert frozen.status.run is not None and frozen.status.run.attempt == 2

@@ -240,7 +240,7 @@ class Reconciler:
                 return None if action.check_only else SCHEDULING_SECONDS
             case DeletePod():
                 logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
-                deleting = self.kube.delete_pod(namespace, action.name)
+                deleting = self.kube.delete_pod(namespace, action.name, action.grace_seconds)
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN

@@ -140,9 +140,10 @@ def _may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:
 
 
 def delete_pods(builder: Builder, pods: tuple[DriverPod, ...], reason: str) -> None:
-    """Delete pods that are not already being deleted."""
+    """Delete pods that are not already being deleted (nor planned to be, perhaps with a shorter grace)."""
+    planned = {action.name for action in builder.actions if isinstance(action, DeletePod)}
     for pod in pods:
-        if not pod.deleting:
+        if not pod.deleting and pod.name not in planned:
             builder.actions.append(DeletePod(name=pod.name, reason=reason))
 
 

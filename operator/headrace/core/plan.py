@@ -37,10 +37,12 @@ class PromoteDriver:
 
 @dataclass(frozen=True)
 class DeletePod:
-    """Delete a driver pod (its executors follow through owner references)."""
+    """Delete a driver pod (its executors follow through owner references); `grace_seconds` None leaves the pod's
+    own termination grace period (30 s), a number shortens it (the kubelet still confirms the kill)."""
 
     name: str
     reason: str
+    grace_seconds: int | None = None
 
 
 @dataclass(frozen=True)

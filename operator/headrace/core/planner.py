@@ -56,6 +56,11 @@ DRIVER_REFUSED = "DriverRefused"  # the API server refused an attempt's objects
 UPGRADE_REFUSED = "UpgradeRefused"  # ... checked before the running driver was removed: it keeps running
 DRIVER_START_TIMEOUT = "DriverStartTimeout"
 DRIVER_UNRESPONSIVE = "DriverUnresponsive"
+# A driver that stopped answering (frozen, hung) will not act on SIGTERM, and one that still could exits at
+# once on it (the checkpoint is consistent at any point): its pod is deleted with this grace period instead of
+# 30 s, so the kubelet's SIGKILL, which ends even a stopped process, comes 29 s sooner. The kubelet still
+# confirms the kill before the pod is gone, so the fence (no new driver while the old pod exists) holds.
+UNRESPONSIVE_GRACE_SECONDS = 1
 HEARTBEAT_POLL_SECONDS = 10.0  # how often a driver that stopped answering is asked again
 CHECKPOINT_BEHIND_FIX = (
     "Not restarted: the driver does not see the checkpoint earlier attempts wrote (another volume or node, a wiped "
@@ -435,13 +440,17 @@ def _failure(
     rollback = _rollback_target(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
+    grace = UNRESPONSIVE_GRACE_SECONDS if reason == DRIVER_UNRESPONSIVE else None
+    live = pod if pod is not None and not pod.terminated and not pod.deleting else None
     if warm is not None and running is not None and verdict != "give-up" and rollback is None:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")
         builder.condition("Degraded", "True", reason, message)
+        if live is not None and grace is not None:  # the new attempt's fence would delete it with the full grace
+            builder.actions.append(DeletePod(name=live.name, reason=reason, grace_seconds=grace))
         next_attempt(builder, running, observation or Observation(), why="Restarting")
         return
-    if pod is not None and not pod.terminated and not pod.deleting:
-        builder.actions.append(DeletePod(name=pod.name, reason=reason))
+    if live is not None:
+        builder.actions.append(DeletePod(name=live.name, reason=reason, grace_seconds=grace))
     if verdict == "give-up" and rollback is None:
         never = policy.type == "Never"
         why = "restartPolicy.type is Never" if never else f"{exhausted_why(policy)}, whenExhausted Fail"
