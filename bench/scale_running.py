@@ -260,25 +260,51 @@ def _cluster(subject: Subject, count: int, workdir: Path) -> Iterator[tuple[Cont
             yield plane, api
 
 
+@contextlib.contextmanager
+def _watched(subject: Subject, api: client.ApiClient, namespace: str) -> Iterator[DriverLog]:
+    """The subject's driver pods in `namespace`, logged by a watch thread until the block ends."""
+    log, stop = DriverLog(subject.app_label), threading.Event()
+    watcher = threading.Thread(target=_watch, args=(namespace, api, subject.driver_selector, log, stop), daemon=True)
+    watcher.start()
+    try:
+        yield log
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+
+
+def _creator(
+    subject: Subject, api: client.ApiClient, namespace: str, created: dict[str, float]
+) -> Callable[[int], None]:
+    """Creates app `index` and records when the call returned in `created`."""
+    custom = client.CustomObjectsApi(api)
+
+    def create(index: int) -> None:
+        name = f"app-{index:04d}"
+        custom.create_namespaced_custom_object(
+            subject.group, subject.version, namespace, subject.plural, subject.manifest(name)
+        )
+        created[name] = time.monotonic()
+
+    return create
+
+
+def _latencies(log: DriverLog, created: dict[str, float]) -> dict[str, Any]:
+    """Per app, create -> first driver pod created and -> first Running."""
+    first_created, first_running = log.first(log.created), log.first(log.running)
+    return {
+        "to_created": _spread([first_created[app] - created[app] for app in first_created]),
+        "to_running": _spread([first_running[app] - created[app] for app in first_running]),
+    }
+
+
 def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict[str, Any]:
     """A fresh cluster and operator: the burst of `count` apps, then the storm over `storm` of them."""
     with _cluster(subject, count, workdir) as (plane, api):
         namespace = create_namespace(api, "scale")
-        log, stop = DriverLog(subject.app_label), threading.Event()
-        watcher = threading.Thread(
-            target=_watch, args=(namespace, api, subject.driver_selector, log, stop), daemon=True
-        )
-        watcher.start()
-        custom = client.CustomObjectsApi(api)
         created: dict[str, float] = {}
-
-        def create(index: int) -> None:
-            name = f"app-{index:04d}"
-            body = subject.manifest(name)
-            custom.create_namespaced_custom_object(subject.group, subject.version, namespace, subject.plural, body)
-            created[name] = time.monotonic()
-
-        with subject.run(plane, namespace, workdir) as pid:
+        create = _creator(subject, api, namespace, created)
+        with _watched(subject, api, namespace) as log, subject.run(plane, namespace, workdir) as pid:
             time.sleep(2)
             idle_rss = _group_rss(pid)
             cpu_before = _cpu_seconds(pid)
@@ -294,8 +320,7 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
                 "subject": subject.name,
                 "apps": count,
                 "all_running": all_running,
-                "to_created": _spread([first_created[app] - created[app] for app in first_created]),
-                "to_running": _spread([first_running[app] - created[app] for app in first_running]),
+                **_latencies(log, created),
                 "all_created_s": max(first_created.values(), default=began) - began,
                 "all_running_s": max(first_running.values(), default=began) - began,
                 "burst_cpu_s": burst_cpu,
@@ -309,8 +334,6 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
             sampler.join()
             result["peak_rss_mb"] = sampler.peak / 2**20
             result["doubled"] = len(log.doubled)
-        stop.set()
-        watcher.join(timeout=10)
         return result
 
 
@@ -320,23 +343,15 @@ def run_sustained(subject: Subject, rate: float, seconds: float, workdir: Path) 
     count = round(rate * seconds)
     with _cluster(subject, count, workdir) as (plane, api):
         namespace = create_namespace(api, "sustained")
-        log, stop = DriverLog(subject.app_label), threading.Event()
-        watcher = threading.Thread(
-            target=_watch, args=(namespace, api, subject.driver_selector, log, stop), daemon=True
-        )
-        watcher.start()
-        custom = client.CustomObjectsApi(api)
         created: dict[str, float] = {}
         late: list[float] = []  # how far behind its schedule each create call started
+        create_app = _creator(subject, api, namespace, created)
 
         def create(index: int, due: float) -> None:
             late.append(max(0.0, time.monotonic() - due))
-            name = f"app-{index:04d}"
-            body = subject.manifest(name)
-            custom.create_namespaced_custom_object(subject.group, subject.version, namespace, subject.plural, body)
-            created[name] = time.monotonic()
+            create_app(index)
 
-        with subject.run(plane, namespace, workdir) as pid:
+        with _watched(subject, api, namespace) as log, subject.run(plane, namespace, workdir) as pid:
             time.sleep(2)
             cpu_before = _cpu_seconds(pid)
             began = time.monotonic()
@@ -347,7 +362,6 @@ def run_sustained(subject: Subject, rate: float, seconds: float, workdir: Path) 
                     pool.submit(create, index, due)
             calls_s = time.monotonic() - began
             all_running = _wait(lambda: len(log.first(log.running)) >= count)
-            first_created, first_running = log.first(log.created), log.first(log.running)
             result: dict[str, Any] = {
                 "subject": subject.name,
                 "apps": count,
@@ -356,13 +370,10 @@ def run_sustained(subject: Subject, rate: float, seconds: float, workdir: Path) 
                 "calls_s": calls_s,
                 "late_p99_s": _percentile(late, 0.99) if late else float("nan"),
                 "all_running": all_running,
-                "to_created": _spread([first_created[app] - created[app] for app in first_created]),
-                "to_running": _spread([first_running[app] - created[app] for app in first_running]),
+                **_latencies(log, created),
                 "cpu_s": _cpu_seconds(pid) - cpu_before,
                 "doubled": len(log.doubled),
             }
-        stop.set()
-        watcher.join(timeout=10)
         return result
 
 

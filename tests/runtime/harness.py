@@ -170,3 +170,15 @@ class RuntimeProcess:
                 )
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}:\n{self.log()[-4000:]}")
+
+
+def finish_bounded(tmp_path: Path, args: list[str], env: dict[str, str]) -> RuntimeProcess:
+    """A last attempt in bounded mode (it drains the input, then exits): returned once it has exited with
+    `EXIT_OK`, for the caller to read its termination and sink."""
+    final = RuntimeProcess(tmp_path, args, {**env, contract.ENV_MODE: "bounded"}, name="final")
+    try:
+        code = final.start().wait(timeout=400)
+    finally:
+        final.kill()
+    assert code == contract.EXIT_OK, final.log()[-4000:]
+    return final

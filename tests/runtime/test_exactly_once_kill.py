@@ -11,7 +11,7 @@ import pytest
 
 from headrace.api import runtime_contract as contract
 
-from .harness import RuntimeProcess, commits, expected_counts, write_events, write_sentinel
+from .harness import RuntimeProcess, commits, expected_counts, finish_bounded, write_events, write_sentinel
 
 pytestmark = pytest.mark.spark
 
@@ -46,12 +46,7 @@ def test_sigkill_at_random_points_keeps_the_sink_exact(tmp_path: Path, reader_sp
         finally:
             process.kill()
         killed_after.append(commits(checkpoint / "q0")[-1])
-    final = RuntimeProcess(tmp_path, args, {**env, contract.ENV_MODE: "bounded"}, name="final")
-    try:
-        code = final.start().wait(timeout=400)
-    finally:
-        final.kill()
-    assert code == contract.EXIT_OK, final.log()[-4000:]
+    final = finish_bounded(tmp_path, args, env)
     assert final.termination()["reason"] == "Completed"
     assert sink_rows(reader_spark, output) == expected_rows(FILES, EVENTS_PER_FILE), (
         f"seed {seed}, killed after batches {killed_after}"

@@ -16,7 +16,7 @@ import pytest
 
 from headrace.api import runtime_contract as contract
 
-from .harness import RuntimeProcess, commits, write_events, write_sentinel
+from .harness import RuntimeProcess, commits, finish_bounded, write_events, write_sentinel
 from .test_exactly_once_kill import expected_rows, sink_rows
 
 pytestmark = pytest.mark.spark
@@ -71,12 +71,7 @@ def test_a_standby_waits_warm_and_takes_over_exactly_once(tmp_path: Path, reader
     finally:
         active.kill()
         standby.kill()
-    final = RuntimeProcess(tmp_path, args, {**env, contract.ENV_MODE: "bounded"}, name="final")
-    try:
-        code = final.start().wait(timeout=400)
-    finally:
-        final.kill()
-    assert code == contract.EXIT_OK, final.log()[-4000:]
+    finish_bounded(tmp_path, args, env)
     assert sink_rows(reader_spark, output) == expected_rows(FILES, EVENTS_PER_FILE)
 
 
