@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from headrace.api import models, names
+from headrace.runtime import checkpoint_files
 from testbed import scenario
 from testbed.environment import deployed_example
 from testbed.sink import wait_for_every_window
@@ -108,9 +110,17 @@ def test_partition_change_goes_through_savepoint_and_repartition(app: scenario.A
     assert "RescalingThroughSavepoint" in (reasons := _events(app)), reasons
     checkpoint = app.run_checkpoint()
     assert checkpoint is not None
-    offsets = scenario.query_log(checkpoint, "offsets")
-    assert offsets, "the new run has a checkpoint"
-    assert '"spark.sql.shuffle.partitions":"12"' in offsets[-1].read_text().replace(" ", "")
+    # Queries start one after another and each is repartitioned just before its start, so the first
+    # query may commit while the second is still being repartitioned: wait for both.
+    app.wait(lambda: _pinned_partitions(checkpoint) == {12}, 300, "every query's offsets pinning 12 partitions")
+
+
+def _pinned_partitions(checkpoint: Path) -> set[int | None]:
+    """The state partitions each query of a run's checkpoint pins in its newest offsets entry."""
+    newest: dict[str, Path] = {}
+    for entry in scenario.query_log(checkpoint, "offsets"):
+        newest[entry.parents[1].name] = entry  # query_log is in batch order: the last one wins
+    return {checkpoint_files.partitions_from_offsets(entry.read_text()) for entry in newest.values()} or {None}
 
 
 def test_last_state_upgrade_keeps_the_checkpoint(app: scenario.AppHandle) -> None:
