@@ -65,6 +65,12 @@ def apply_example(
         raise ValueError(f"--source must be one of {', '.join(SOURCES)}, not {source!r}")
     namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     data = scenario.prepare_data_dir(target.data_root, namespace)
+    with target.api_client() as api:
+        applied_before = scenario.app_exists(api, namespace)
+    if not applied_before and scenario.clear_directory(data / "output"):
+        # an earlier quick start's output, whose checkpoints went with its cluster: the new app's runtime would
+        # refuse to start on it (SinkAhead), since Spark would skip the batch ids its sink log already has
+        print(f"cleared the output of an earlier quick start from {data / 'output'}", flush=True)
     clicks: scenario.ClickFiles | scenario.ClickTopic
     if source == "kafka":
         if not target.kafka_bootstrap:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from collections import Counter
@@ -254,6 +255,30 @@ def prepare_data_dir(root: Path, name: str) -> Path:
         path.chmod(0o777)
     data.chmod(0o777)
     return data
+
+
+def clear_directory(directory: Path) -> bool:
+    """Remove what `directory` holds, keeping the directory itself (and its mode); True if it held anything."""
+    entries = list(directory.iterdir()) if directory.is_dir() else []
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return bool(entries)
+
+
+def app_exists(api: client.ApiClient, namespace: str, name: str = APP) -> bool:
+    """Whether the StreamingApp `name` exists in `namespace`."""
+    try:
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
 
 
 def modified(paths: Iterable[Path]) -> list[tuple[float, Path]]:

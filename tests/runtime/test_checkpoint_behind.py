@@ -72,3 +72,33 @@ def test_an_attempt_that_finds_fewer_commits_refuses_to_start(tmp_path: Path) ->
     assert termination["reason"] == "CheckpointBehind"
     assert f"committed batch {seen['q0']}" in termination["message"] and "has no commits" in termination["message"]
     assert commits(checkpoint / "q0") == []  # nothing was processed
+
+
+def test_a_new_checkpoint_refuses_an_output_whose_sink_log_is_ahead(tmp_path: Path) -> None:
+    """The quick start re-run on a new cluster: a fresh checkpoint against an output path that keeps an earlier
+    run's `_spark_metadata`. Spark's file sink would skip batches 0..N of the new checkpoint without running them
+    (no output, no state); the runtime refuses to start instead, naming the sink and the fix."""
+    inputs, output = tmp_path / "in", tmp_path / "out"
+    write_events(inputs, 6, 20)
+    args = ["--input", str(inputs), "--output", str(output), "--files-per-batch", "1"]
+    env = {contract.ENV_STATE_PARTITIONS: "2", contract.ENV_ATTEMPT: "1"}
+
+    earlier = RuntimeProcess(tmp_path, args, {**env, contract.ENV_CHECKPOINT_DIR: str(tmp_path / "c1")}, name="old")
+    try:
+        earlier.start().wait_until(lambda: len(commits(tmp_path / "c1" / "q0")) >= 2, 300, "two commits")
+    finally:
+        earlier.kill()
+    logged = sorted(int(path.name) for path in (output / "_spark_metadata").iterdir() if path.name.isdigit())
+    assert logged, "the earlier run logged batches in its sink"
+
+    fresh = tmp_path / "c2"
+    later = RuntimeProcess(tmp_path, args, {**env, contract.ENV_CHECKPOINT_DIR: str(fresh)}, name="new")
+    try:
+        code = later.start().wait(timeout=300)
+    finally:
+        later.kill()
+    assert code == contract.EXIT_CHECKPOINT_BEHIND, later.log()[-3000:]
+    termination = later.termination()
+    assert termination["reason"] == "SinkAhead"
+    assert str(output) in termination["message"] and "_spark_metadata" in termination["message"]
+    assert commits(fresh / "q0") == []  # nothing was skipped: no batch ran

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppStatus
 from headrace.core.observation import DriverProgress, Observation
 from headrace.core.plan import EnsureDriver, Plan
 from headrace.core.planner import decide, spec_hash
 from headrace.render import manifests
+from headrace.runtime.checkpoint_files import sink_beyond_checkpoint_problem
 
 from .builders import T0, later, pod, seen, spec, view
 
@@ -63,6 +66,38 @@ def test_checkpoint_behind_exit_fails_the_app_with_the_fix() -> None:
     assert degraded.reason == "CheckpointBehind"
     assert "committed batch 4" in degraded.message and "restartNonce" in degraded.message
     assert "upgradeMode stateless" in degraded.message
+
+
+def test_a_sink_ahead_exit_fails_the_app_with_the_sinks_fix() -> None:
+    status = step(None, seen()).status
+    message = "query q0: the file sink /out already logged batches up to 3 in its _spark_metadata, but ..."
+    exited = pod(phase="Failed", exit_code=contract.EXIT_CHECKPOINT_BEHIND, reason="SinkAhead", message=message)
+    plan = step(status, seen(exited), later(10))
+    assert plan.status.phase == "Failed"
+    assert plan.actions == ()
+    degraded = next(c for c in plan.status.conditions if c.type == "Degraded")
+    assert degraded.reason == "SinkAhead"
+    assert "new output path" in degraded.message and "restartNonce" in degraded.message
+    assert "upgradeMode stateless" not in degraded.message  # a new run against the same output would be refused too
+
+
+@pytest.mark.parametrize(
+    ("planned", "sink_batch", "refused"),
+    [
+        (None, None, False),  # a new checkpoint, a new output
+        (None, 0, True),  # a new checkpoint against an output an earlier checkpoint wrote
+        (3, 3, False),  # the sink logged the batch the checkpoint planned (a replay Spark skips exactly once)
+        (3, 2, False),  # the sink is behind: Spark writes the next batch
+        (3, 7, True),  # the sink went on under another checkpoint
+    ],
+)
+def test_a_sink_log_beyond_the_planned_batches_refuses_the_start(
+    planned: int | None, sink_batch: int | None, refused: bool
+) -> None:
+    problem = sink_beyond_checkpoint_problem("q0", "/out", "/ckpt/q0", planned, sink_batch)
+    assert (problem is not None) == refused
+    if problem:
+        assert "/out" in problem and "/ckpt/q0" in problem and f"0..{sink_batch}" in problem
 
 
 def test_the_driver_pod_carries_the_expected_commits() -> None:

@@ -132,6 +132,7 @@ TerminationReason = Literal[
     "InvalidInvocation",  # EXIT_USAGE
     "RestoreIncompatible",  # EXIT_RESTORE_INCOMPATIBLE
     "CheckpointBehind",  # EXIT_CHECKPOINT_BEHIND
+    "SinkAhead",  # EXIT_CHECKPOINT_BEHIND: a file sink's log is ahead of everything the checkpoint planned
 ]
 
 # The termination reason after a stop-with-savepoint; its message is the prefix and the savepoint's

@@ -68,6 +68,11 @@ CHECKPOINT_BEHIND_FIX = (
     "then change spec.restartNonce to retry; to start over from empty state on purpose, apply a spec change with "
     "upgradeMode stateless (a new run)"
 )
+SINK_AHEAD_FIX = (
+    "Not restarted: Spark would skip those batches without writing them. Point the query at a new output path "
+    "(e.g. in spec.application.args), or delete that output directory, its _spark_metadata included, if its "
+    "contents are no longer wanted; then change spec.restartNonce to retry"
+)
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
 STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
@@ -418,7 +423,8 @@ def _failed(builder: Builder, spec: StreamingAppSpec, pod: DriverPod, observatio
         _terminal_failure(builder, pod.reason or "RestoreIncompatible", message)
         return
     if pod.exit_code == EXIT_CHECKPOINT_BEHIND:
-        _terminal_failure(builder, pod.reason or "CheckpointBehind", f"{message}. {CHECKPOINT_BEHIND_FIX}")
+        fix = SINK_AHEAD_FIX if pod.reason == "SinkAhead" else CHECKPOINT_BEHIND_FIX
+        _terminal_failure(builder, pod.reason or "CheckpointBehind", f"{message}. {fix}")
         return
     _failure(builder, spec, pod, pod.reason or "DriverFailed", message, observation=observation)
 

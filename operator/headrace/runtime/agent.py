@@ -26,7 +26,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from headrace.api import runtime_contract as contract
 from headrace.runtime import termination
-from headrace.runtime.checkpoint_files import behind_problem, last_batch_id
+from headrace.runtime.checkpoint_files import behind_problem, last_batch_id, sink_beyond_checkpoint_problem
 from headrace.runtime.control import ActionError
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.listener import RuntimeListener
@@ -54,6 +54,10 @@ class CheckpointBehindError(BaseException):
     """A query's checkpoint has fewer commits than earlier attempts of the run made: exit, never start over.
 
     A BaseException, so that a script's `except Exception` cannot swallow it."""
+
+
+class SinkAheadError(CheckpointBehindError):
+    """A query's file sink logged batches its checkpoint never planned: Spark would skip them unwritten."""
 
 
 class StartRefusedError(BaseException):
@@ -121,6 +125,8 @@ class Agent:
             )
             if managed and self._restorer is not None:
                 self._restorer.prepare(tracked)
+            if self._restorer is None or not self._restorer.restores(key):  # a restore checks its sink itself
+                self._refuse_if_sink_ahead(tracked)
             tracked.handle = launch()
             self.registry.add(tracked)
             self.metrics.register_query(key)
@@ -164,6 +170,16 @@ class Agent:
         if problem is not None:
             raise CheckpointBehindError(problem)
         log.info("query %s: checkpoint commits reach batch %s (earlier attempts: %d)", key, committed, expected)
+
+    def _refuse_if_sink_ahead(self, tracked: TrackedQuery) -> None:
+        sink = tracked.file_sink_path
+        if not sink or not tracked.checkpoint or self._fs is None:
+            return
+        planned = last_batch_id(self._fs.list_names(join(tracked.checkpoint, "offsets")))
+        sink_batch = last_batch_id(self._fs.list_names(join(sink, "_spark_metadata")))
+        problem = sink_beyond_checkpoint_problem(tracked.key, sink, tracked.checkpoint, planned, sink_batch)
+        if problem is not None:
+            raise SinkAheadError(problem)
 
     def _place_checkpoint(self, writer: DataStreamWriter, call: StartCall, key: str) -> tuple[str, bool]:
         if call.checkpoint_location:

@@ -71,6 +71,27 @@ def behind_problem(key: str, checkpoint: str, expected: int, committed: int | No
     )
 
 
+def sink_beyond_checkpoint_problem(
+    key: str, sink: str, checkpoint: str, planned: int | None, sink_batch: int | None
+) -> str | None:
+    """Why a query must not start: its file sink's log holds batches beyond the last one its checkpoint planned.
+
+    Spark's file sink skips, without running them, the batches its ``_spark_metadata`` log already has, so a
+    checkpoint that never planned those batches (a new checkpoint against an old output path, a checkpoint since
+    wiped, two apps sharing an output) would lose them silently. A sink log at or behind the offsets log is
+    normal: a driver that died after the sink logged batch N and before it committed N replays N, and Spark skips
+    it exactly once. None when the sink is not ahead."""
+    if sink_batch is None or (planned is not None and sink_batch <= planned):
+        return None
+    found = "has planned no batch" if planned is None else f"planned batches only up to {planned}"
+    return (
+        f"query {key}: the file sink {sink} already logged batches up to {sink_batch} in its _spark_metadata, "
+        f"but the checkpoint {checkpoint} {found}: that output was written under another checkpoint (an earlier "
+        f"app or run with the same output path, or this run's checkpoint since wiped), and Spark would skip batches "
+        f"0..{sink_batch} of this one without writing them"
+    )
+
+
 def boundary_problem(planned: int | None, committed: int | None, sink: int | None) -> str | None:
     """Why a stopped query's logs do not end at one batch boundary; None when they do.
 

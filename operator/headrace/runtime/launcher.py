@@ -32,7 +32,7 @@ from pyspark.errors import StreamingQueryException
 
 from headrace.api import runtime_contract as contract
 from headrace.runtime import jvm, patching, termination
-from headrace.runtime.agent import Agent, CheckpointBehindError, StartRefusedError
+from headrace.runtime.agent import Agent, CheckpointBehindError, SinkAheadError, StartRefusedError
 from headrace.runtime.control import ControlServer, server_context
 from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.phases import PhaseClock, process_start_time, watch_spark
@@ -94,6 +94,15 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _refused(error: RestoreIncompatibleError | CheckpointBehindError) -> termination.Outcome:
+    """The outcome of a query start the runtime refused (the operator does not restart these)."""
+    if isinstance(error, SinkAheadError):
+        return termination.sink_ahead(str(error))
+    if isinstance(error, CheckpointBehindError):
+        return termination.checkpoint_behind(str(error))
+    return termination.restore_incompatible(str(error))
+
+
 def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Outcome:
     """Run the script as ``__main__``, then wait for the queries it left running."""
     sys.argv = [script, *args]
@@ -102,8 +111,7 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
         runpy.run_path(script, run_name="__main__")
     except (RestoreIncompatibleError, CheckpointBehindError) as error:
         log.error("%s", error)
-        behind = isinstance(error, CheckpointBehindError)
-        return (termination.checkpoint_behind if behind else termination.restore_incompatible)(str(error))
+        return _refused(error)
     except TerminationRequestedError:
         return TERMINATED
     except StartRefusedError as error:

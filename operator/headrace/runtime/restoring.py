@@ -123,6 +123,10 @@ class Restorer:
         if seed_file_sink_log(self._fs, sink, committed, interval):
             log.info("query %s: new file sink %s starts after batch %d", tracked.key, sink, committed)
 
+    def restores(self, key: str) -> bool:
+        """Whether the savepoint holds a committed batch of this query (its restore checks the sink)."""
+        return any(query["key"] == key and query.get("batchId") is not None for query in self._savepoint["queries"])
+
     def saved_sink_path(self, key: str) -> str | None:
         """The file sink a query of the savepoint wrote to, if the savepoint records one."""
         for query in self._savepoint["queries"]:

@@ -53,6 +53,10 @@ def checkpoint_behind(message: str) -> Outcome:
     return Outcome(contract.EXIT_CHECKPOINT_BEHIND, "CheckpointBehind", message)
 
 
+def sink_ahead(message: str) -> Outcome:
+    return Outcome(contract.EXIT_CHECKPOINT_BEHIND, "SinkAhead", message)
+
+
 def write_termination_message(path: str, outcome: Outcome) -> bool:
     """Write the outcome to ``path``; return whether it was written."""
     try:
