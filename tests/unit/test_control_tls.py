@@ -114,9 +114,10 @@ def test_the_token_is_still_required_over_tls(tmp_path: Path) -> None:
         wrong = DriverEndpoint(
             "127.0.0.1", "not-the-token", made.certificate, names.control_server_name(APP, NAMESPACE)
         )
-        with pytest.raises(DriverUnavailable, match="HTTP 401"):
+        with pytest.raises(DriverUnavailable, match="HTTP 401") as refused:
             DriverControl(timeout_seconds=5, port=port).status(wrong)
     assert actions.calls == []
+    assert refused.value.credentials_refused  # the operator reads the control Secret again
 
 
 @pytest.mark.parametrize(
@@ -132,10 +133,11 @@ def test_a_driver_with_another_certificate_is_refused(tmp_path: Path, served_by:
     served = trusted if namespace != NAMESPACE else certificate(served_by)
     with (
         driver(tmp_path, served) as (actions, port),
-        pytest.raises(DriverUnavailable, match="CERTIFICATE_VERIFY_FAILED"),
+        pytest.raises(DriverUnavailable, match="CERTIFICATE_VERIFY_FAILED") as refused,
     ):
         DriverControl(timeout_seconds=5, port=port).status(endpoint(trusted, namespace))
     assert actions.calls == []
+    assert refused.value.credentials_refused  # typed from the TLS error, not from the message's words
 
 
 def test_plain_http_gets_nothing_from_a_tls_endpoint(tmp_path: Path) -> None:
@@ -200,5 +202,15 @@ def test_an_unreadable_certificate_is_an_error_not_plain_http(tmp_path: Path) ->
 
 def test_a_secret_whose_certificate_is_garbage_fails_the_call_cleanly() -> None:
     broken = DriverEndpoint("127.0.0.1", TOKEN, "not a certificate", names.control_server_name(APP, NAMESPACE))
-    with pytest.raises(DriverUnavailable, match="certificate is unusable"):
+    with pytest.raises(DriverUnavailable, match="certificate is unusable") as refused:
         DriverControl(timeout_seconds=1, port=1).status(broken)
+    assert refused.value.credentials_refused
+
+
+def test_a_driver_that_does_not_answer_leaves_the_credentials_in_no_doubt() -> None:
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: connection refused
+    with pytest.raises(DriverUnavailable) as unanswered:
+        DriverControl(timeout_seconds=1, port=port).status(endpoint(certificate()))
+    assert not unanswered.value.credentials_refused

@@ -14,6 +14,7 @@ import http.client
 import json
 import ssl
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from headrace.api import runtime_contract as contract
@@ -22,11 +23,18 @@ MAX_REPLY_BYTES = 1 << 20  # the status document of a driver with many queries i
 
 
 class DriverUnavailable(Exception):
-    """The driver did not answer, or refused the request (`status`: its HTTP error status, if it answered)."""
+    """The driver did not answer, or refused the request (`status`: its HTTP error status, if it answered).
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    `credentials_refused`: the credentials from the app's control Secret did not work (the token refused with
+    401/403, the TLS handshake failed, or the certificate is unusable), so the Secret may have changed since it
+    was read; a driver that did not answer at all leaves them in no doubt."""
+
+    def __init__(self, message: str, status: int | None = None, *, credentials_refused: bool | None = None) -> None:
         super().__init__(message)
         self.status = status
+        if credentials_refused is None:
+            credentials_refused = status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
+        self.credentials_refused = credentials_refused
 
 
 @dataclass(frozen=True)
@@ -100,14 +108,16 @@ class DriverControl:
         try:
             connection = self._connection(endpoint, timeout or self.timeout_seconds)
         except (ssl.SSLError, ValueError) as error:  # the Secret's certificate is not a certificate
-            raise DriverUnavailable(f"{method} {url}: the app's control certificate is unusable: {error}") from error
+            message = f"{method} {url}: the app's control certificate is unusable: {error}"
+            raise DriverUnavailable(message, credentials_refused=True) from error
         try:
             connection.request(method, path, body=data, headers=headers)  # TLS verified before anything is sent
             response = connection.getresponse()
             status = response.status
             reply = response.read(MAX_REPLY_BYTES + 1)
         except (OSError, http.client.HTTPException) as error:  # ssl errors (a wrong certificate) are OSErrors
-            raise DriverUnavailable(f"{method} {url}: {error}") from error
+            tls = isinstance(error, ssl.SSLError)
+            raise DriverUnavailable(f"{method} {url}: {error}", credentials_refused=tls) from error
         finally:
             connection.close()
         if not 200 <= status < 300:  # a 3xx too: following it would send the token to another address

@@ -53,7 +53,6 @@ from headrace.render.savepoints import savepoint_resource
 
 logger = logging.getLogger(__name__)
 
-HTTP_UNAUTHORIZED, HTTP_FORBIDDEN = 401, 403
 CONFLICT_RETRY_SECONDS = 0.2
 DRIVER_RETRY_SECONDS = 5.0
 CREATE_THREADS = 16  # an attempt's independent objects are created at once, from every reconcile worker
@@ -303,7 +302,7 @@ class Reconciler:
         except DriverUnavailable as error:
             metadata = body["metadata"]
             logger.info("driver of %s/%s did not answer: %s", metadata["namespace"], metadata["name"], error)
-            if refused_credentials(error):
+            if error.credentials_refused:
                 self._secrets.forget(metadata["namespace"], metadata["name"])
             return None, True
 
@@ -480,12 +479,6 @@ def endpoint_from(
     if not tls:
         return DriverEndpoint(address, token, certificate=None)
     return DriverEndpoint(address, token, certificate, names.control_server_name(app, namespace))
-
-
-def refused_credentials(error: DriverUnavailable) -> bool:
-    """Whether a driver refused the token (401, 403) or the TLS handshake failed on the certificate: the Secret
-    may have changed since it was read."""
-    return error.status in (HTTP_UNAUTHORIZED, HTTP_FORBIDDEN) or "certificate" in str(error).lower()
 
 
 def _after_status_write(plan: Plan) -> float:
