@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -161,9 +162,12 @@ def kopf_needs() -> set[Need]:
 
 
 def driver_role_needs() -> set[Need]:
-    """Every permission in the Role the operator grants a driver."""
+    """Every permission in the Roles the operator grants a driver (with a warm standby, its Lease's too)."""
     needs: set[Need] = set()
-    for obj in manifests.rbac("clicks", "analytics", "uid", sample_attempt()):
+    plain = sample_attempt()
+    warm = replace(plain, spec=plain.spec.model_copy(update={"standby": models.StandbySpec(enabled=True)}))
+    roles = [obj for attempt in (plain, warm) for obj in manifests.rbac("clicks", "analytics", "uid", attempt)]
+    for obj in roles:
         if obj["kind"] != "Role":
             continue
         for rule in obj["rules"]:

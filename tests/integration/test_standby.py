@@ -13,10 +13,11 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from headrace.api import names
+from headrace.api import runtime_contract as contract
 from testbed.operator_process import OperatorProcess
 
 from .driver_standin import Kubelet
-from .kube import app_manifest, create_app, driver_pods, events_for, get_app, wait_for
+from .kube import app_manifest, container_env, create_app, driver_pods, events_for, get_app, wait_for
 
 APP = "warm"
 
@@ -51,6 +52,10 @@ def test_a_deleted_driver_is_replaced_by_its_standby(operator: OperatorProcess, 
         wait_for(lambda: _run(api, namespace).get("attempt") == 1 and _pod(api, namespace, 1), what="driver 1 runs")
         standby = _standby(api, namespace, 2)
         assert kubelet.requests_of(standby.metadata.name, "promote") == []
+        lease = names.driver_lease(APP)  # every driver of a standby app holds the app's Lease to write
+        assert client.CoordinationV1Api(api).read_namespaced_lease(lease, namespace).spec.holder_identity is None
+        for pod in (_pod(api, namespace, 1), standby):
+            assert pod is not None and container_env(api, namespace, pod)[contract.ENV_DRIVER_LEASE] == lease
         assert _run(api, namespace)["attempt"] == 1  # it waits beside the running driver
         deleted_at = time.monotonic()
         client.CoreV1Api(api).delete_namespaced_pod(f"{APP}-r1-a1-driver", namespace)

@@ -96,4 +96,9 @@ code needs (no more), and the real API server's authorizer that they suffice.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# The driver Lease of apps with a warm standby: created here; get and update only because the driver's Role grants
+# them (on its own Lease by name), and Kubernetes lets the operator grant only what it holds.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create, get, update]
 {{- end -}}

@@ -104,6 +104,7 @@ class KubeClient:
         self.rbac = client.RbacAuthorizationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.networking = client.NetworkingV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
         self.component = component
 
     def to_dict(self, obj: Any) -> dict[str, Any]:
@@ -319,6 +320,7 @@ class KubeClient:
             "Role": self.rbac.create_namespaced_role,
             "RoleBinding": self.rbac.create_namespaced_role_binding,
             "NetworkPolicy": self.networking.create_namespaced_network_policy,
+            "Lease": self.coordination.create_namespaced_lease,  # an app's driver Lease (spec.standby)
         }
         options: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:

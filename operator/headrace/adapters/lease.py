@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.adapters.kube import release
-from headrace.core.election import LeaseRecord
-from headrace.core.timefmt import parse_time
+from headrace.core.election import LeaseRecord, lease_record, lease_spec
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -31,32 +29,6 @@ class StoredLease:
 
     record: LeaseRecord
     resource_version: str
-
-
-def _micro_time(moment: datetime | None) -> str | None:
-    """A MicroTime as the API server wants it (always six fractional digits)."""
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _spec(record: LeaseRecord) -> dict[str, Any]:
-    return {
-        "holderIdentity": record.holder or None,
-        "leaseDurationSeconds": record.lease_seconds,
-        "acquireTime": _micro_time(record.acquire_time),
-        "renewTime": _micro_time(record.renew_time),
-        "leaseTransitions": record.transitions,
-    }
-
-
-def _record(spec: dict[str, Any]) -> LeaseRecord:
-    acquire, renew = spec.get("acquireTime"), spec.get("renewTime")
-    return LeaseRecord(
-        holder=spec.get("holderIdentity") or None,
-        lease_seconds=int(spec.get("leaseDurationSeconds") or 0),
-        acquire_time=parse_time(acquire) if acquire else None,
-        renew_time=parse_time(renew) if renew else None,
-        transitions=int(spec.get("leaseTransitions") or 0),
-    )
 
 
 class LeaseClient:
@@ -79,11 +51,11 @@ class LeaseClient:
                 return None
             raise
         body = json.loads(response.data)
-        return StoredLease(_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
+        return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
     def create_lease(self, record: LeaseRecord) -> bool:
         """Create the Lease holding `record`; False if someone created it first."""
-        body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": _spec(record)}
+        body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": lease_spec(record)}
         try:
             release(
                 self.coordination.create_namespaced_lease(
@@ -100,7 +72,7 @@ class LeaseClient:
         """Write `record` over the version read; False if the Lease changed since (or is gone)."""
         body = {
             "metadata": {"name": self.name, "namespace": self.namespace, "resourceVersion": resource_version},
-            "spec": _spec(record),
+            "spec": lease_spec(record),
         }
         try:
             release(

@@ -65,6 +65,11 @@ def service_account(app: str) -> str:
     return _fit(app, "spark")
 
 
+def driver_lease(app: str) -> str:
+    """The app's driver Lease (and the Role and RoleBinding letting the app's driver get and update only it)."""
+    return _fit(app, "driver-lease")
+
+
 def control_secret(app: str) -> str:
     """The Secret holding the bearer token of the driver's control endpoint."""
     return _fit(app, "control")

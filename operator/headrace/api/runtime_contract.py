@@ -33,6 +33,14 @@ ENV_EXPECTED_COMMITS: Final = "HEADRACE_EXPECTED_COMMITS"
 # "true": a warm standby driver. The script runs up to its first query start (JVM, SparkContext and executors
 # up), which blocks, nothing written to the checkpoint, until POST PATH_PROMOTE; then it goes on as an active driver
 ENV_STANDBY: Final = "HEADRACE_STANDBY"
+# Name of the app's driver Lease (coordination.k8s.io/v1, in HEADRACE_APP_NAMESPACE), set on every driver of an app
+# with a warm standby: the driver starts its queries only while it holds the Lease (a standby: once promoted), takes
+# it only when released or expired, renews it, and exits with EXIT_LEASE_LOST at once when it cannot renew within
+# the renew deadline or sees another holder. Its identity is HEADRACE_POD_NAME; it releases the Lease when it exits.
+ENV_DRIVER_LEASE: Final = "HEADRACE_DRIVER_LEASE"
+DRIVER_LEASE_SECONDS: Final = 15  # a Lease not renewed for this long may be taken over
+DRIVER_LEASE_RENEW_DEADLINE_SECONDS: Final = 10  # the holder stops writing when it could not renew for this long
+DRIVER_LEASE_RETRY_SECONDS: Final = 2  # the holder renews, and a waiting driver reads the Lease, this often
 ENV_CONTROL_PORT: Final = "HEADRACE_CONTROL_PORT"
 ENV_CONTROL_TOKEN: Final = "HEADRACE_CONTROL_TOKEN"  # bearer token; requests without it are refused
 # Directory holding CONTROL_TLS_CERT_FILE and CONTROL_TLS_KEY_FILE (the app's Secret, mounted): set, the control
@@ -77,6 +85,7 @@ EXIT_FAILED: Final = 1  # the job failed (retryable from the checkpoint)
 EXIT_USAGE: Final = 2  # bad invocation
 EXIT_RESTORE_INCOMPATIBLE: Final = 3  # savepoint cannot be restored into this job: do not retry
 EXIT_CHECKPOINT_BEHIND: Final = 4  # the checkpoint has fewer commits than the operator saw: do not start over
+EXIT_LEASE_LOST: Final = 5  # the driver lost its Lease (ENV_DRIVER_LEASE): it stopped writing; retryable
 
 # The driver writes a one-line JSON reason ({"reason": CamelCase, "message": str}) here on exit;
 # Kubernetes copies it into the pod's container status so the operator can report it.
@@ -133,6 +142,7 @@ TerminationReason = Literal[
     "RestoreIncompatible",  # EXIT_RESTORE_INCOMPATIBLE
     "CheckpointBehind",  # EXIT_CHECKPOINT_BEHIND
     "SinkAhead",  # EXIT_CHECKPOINT_BEHIND: a file sink's log is ahead of everything the checkpoint planned
+    "LeaseLost",  # EXIT_LEASE_LOST
 ]
 
 # The termination reason after a stop-with-savepoint; its message is the prefix and the savepoint's

@@ -141,14 +141,17 @@ class LeaderElector:
         while not self._stop.wait(self.config.retry_seconds):
             if self._try():
                 self._renewed = time.monotonic()
-            elif self.holder not in (None, self.config.identity) and not self._stop.is_set():
-                self._lose(f"the Lease is now held by {self.holder}")
+                continue
+            why = election.loss(self.config.identity, self.holder, 0.0, self.config.renew_deadline_seconds)
+            if why is not None and not self._stop.is_set():
+                self._lose(why)
 
     def _watchdog(self) -> None:
         while not self._stop.wait(WATCHDOG_SECONDS):
             overdue = time.monotonic() - self._renewed
-            if overdue > self.config.renew_deadline_seconds:
-                self._lose(f"the Lease could not be renewed for {overdue:.1f}s")
+            why = election.loss(self.config.identity, None, overdue, self.config.renew_deadline_seconds)
+            if why is not None:
+                self._lose(why)
 
     def _lose(self, why: str) -> None:
         self.gauge.set(0)

@@ -3,15 +3,23 @@
 Owns: given the Lease as last observed (or none), when this candidate first saw that version of it
 (its own clock, so clocks of different nodes never get compared), its identity and now, what to
 write: create the Lease, renew my hold, acquire a released or expired one, or nothing because
-someone else holds a fresh lease. Also the record that releases a Lease on a clean shutdown.
-Never: reads the Lease or the clock; `headrace.controller.leader` does, and writes what this says.
+someone else holds a fresh lease; when a holder must stop at once (another holds it now, or it could
+not renew within its deadline); the record that releases a Lease on a clean shutdown; and a Lease's
+spec as the API server stores it. Used by the operator's leader election and by the driver's Lease
+guard (`headrace.runtime.lease`, which imports nothing else of the operator's: keep this module
+free of imports beyond the standard library and `timefmt`).
+Never: reads the Lease or the clock; `headrace.controller.leader` and `headrace.runtime.lease` do,
+and write what this says.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from headrace.core.timefmt import parse_time
 
 
 @dataclass(frozen=True)
@@ -74,3 +82,42 @@ def release(observed: LeaseRecord | None, identity: str, now: datetime) -> Lease
     if observed is None or observed.holder != identity:
         return None
     return LeaseRecord(holder=None, lease_seconds=1, acquire_time=now, renew_time=now, transitions=observed.transitions)
+
+
+def loss(identity: str, holder: str | None, overdue_seconds: float, renew_deadline_seconds: float) -> str | None:
+    """Why a holder must stop acting at once, or None while it may go on: the Lease as last read names
+    another holder, or it was not renewed for longer than the renew deadline (shorter than the lease's
+    duration, so the holder stops before anyone may take the Lease over)."""
+    if holder not in (None, "", identity):
+        return f"the Lease is now held by {holder}"
+    if overdue_seconds > renew_deadline_seconds:
+        return f"the Lease could not be renewed for {overdue_seconds:.1f}s (deadline {renew_deadline_seconds:g}s)"
+    return None
+
+
+def micro_time(moment: datetime | None) -> str | None:
+    """A MicroTime as the API server wants it (always six fractional digits)."""
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_spec(record: LeaseRecord) -> dict[str, Any]:
+    """The spec of a coordination.k8s.io/v1 Lease holding `record`."""
+    return {
+        "holderIdentity": record.holder or None,
+        "leaseDurationSeconds": record.lease_seconds,
+        "acquireTime": micro_time(record.acquire_time),
+        "renewTime": micro_time(record.renew_time),
+        "leaseTransitions": record.transitions,
+    }
+
+
+def lease_record(spec: dict[str, Any]) -> LeaseRecord:
+    """The record in a Lease's spec as read (missing fields: no holder, no times, no transitions)."""
+    acquire, renew = spec.get("acquireTime"), spec.get("renewTime")
+    return LeaseRecord(
+        holder=spec.get("holderIdentity") or None,
+        lease_seconds=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=parse_time(acquire) if acquire else None,
+        renew_time=parse_time(renew) if renew else None,
+        transitions=int(spec.get("leaseTransitions") or 0),
+    )

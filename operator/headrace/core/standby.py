@@ -7,6 +7,7 @@ driver is lost, the next attempt is started as on any restart, without the backo
 already there; then the current driver is promoted, only while no other driver of the app but a later standby
 exists. A new standby is created once the current driver committed a batch. Anything else about a standby
 (another spec, failed, disabled, a new run, suspended) removes it; a spec change starts it afresh.
+Every driver of an app with a standby also holds the app's driver Lease while it writes (`guarded`).
 Never: I/O or the clock.
 """
 
@@ -17,6 +18,12 @@ from headrace.core.attempts import ensure, expected_commits
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import DeletePod, PromoteDriver
+
+
+def guarded(spec: StreamingAppSpec) -> bool:
+    """Whether the app's drivers hold its driver Lease to write (names.driver_lease, HEADRACE_DRIVER_LEASE): with a
+    warm standby, the one case where the operator keeps a second driver of the run alive beside the writing one."""
+    return spec.standby.enabled and spec.mode == "continuous"
 
 
 def _running_spec(builder: Builder) -> StreamingAppSpec | None:

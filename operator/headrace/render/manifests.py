@@ -1,4 +1,4 @@
-"""Manifests of one attempt: driver Pod, headless Service, ConfigMap, RBAC, control Secret."""
+"""Manifests of one attempt: driver Pod, headless Service, ConfigMap, RBAC, control Secret, driver Lease."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import yaml
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.standby import guarded
 from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import control_tls, security
 from headrace.render.merge import merge
@@ -24,6 +25,7 @@ EXECUTOR_TEMPLATE = "executor-pod-template.yaml"
 DRIVER_CONTAINER = "driver"
 EXECUTOR_CONTAINER = "executor"
 TOKEN_KEY = "token"
+COORDINATION = "coordination.k8s.io"
 S3A_PREFIX = "spark.hadoop.fs.s3a."
 AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
@@ -259,6 +261,8 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
     if attempt.standby:
         plain[contract.ENV_STANDBY] = "true"
+    if guarded(spec):
+        plain[contract.ENV_DRIVER_LEASE] = names.driver_lease(attempt.app)
     if attempt.expected_commits:
         plain[contract.ENV_EXPECTED_COMMITS] = json.dumps(dict(attempt.expected_commits), sort_keys=True)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
@@ -390,8 +394,44 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
     objects.insert(0, security.executor_service_account(app, _metadata(name, attempt, labels)))
     if attempt.spec.serviceAccountName is None:
         objects.insert(0, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(name, attempt, labels)})
+    if guarded(attempt.spec):
+        objects += _driver_lease_rbac(attempt)
     del app_uid
     return objects
+
+
+def _driver_lease_rbac(attempt: Attempt) -> list[dict[str, Any]]:
+    """A Role and RoleBinding of their own (so apps made by an older operator get them on their next attempt)
+    letting the app's driver read and renew its one Lease: not create, list or touch any other Lease."""
+    name = names.driver_lease(attempt.app)
+    labels = names.app_labels(attempt.app)
+    rule = {"apiGroups": [COORDINATION], "resources": ["leases"], "resourceNames": [name], "verbs": ["get", "update"]}
+    subject = {"kind": "ServiceAccount", "name": _service_account_name(attempt), "namespace": attempt.namespace}
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(name, attempt, labels),
+            "rules": [rule],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(name, attempt, labels),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [subject],
+        },
+    ]
+
+
+def driver_lease(attempt: Attempt) -> dict[str, Any]:
+    """The app's driver Lease, held by nobody yet (the drivers take it; owned by the app, deleted with it)."""
+    return {
+        "apiVersion": f"{COORDINATION}/v1",
+        "kind": "Lease",
+        "metadata": _metadata(names.driver_lease(attempt.app), attempt, names.app_labels(attempt.app)),
+        "spec": {"leaseDurationSeconds": contract.DRIVER_LEASE_SECONDS},
+    }
 
 
 def control_secret(attempt: Attempt, token: str, certificate: control_tls.ControlCertificate) -> dict[str, Any]:
@@ -429,8 +469,10 @@ def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
     """Everything one attempt needs, in creation order (the pod last: what it mounts exists first).
     The control Secret is separate because its token is made at the edge."""
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
+    lease = [driver_lease(attempt)] if guarded(attempt.spec) else []
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
+        *lease,
         security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
         config_map(attempt),
         driver_service(attempt),

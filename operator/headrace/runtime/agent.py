@@ -1,10 +1,10 @@
 """The runtime's state inside the driver: query starts, restore, progress, control actions.
 
-Owns: what happens when the script starts a query (a standby waits there until promoted, managed
-checkpoint, bounded trigger, handing it to the ``Restorer`` before it runs, tracking, refusing starts
-once a stop began), listener events, the control actions (status, savepoint, stop-with-savepoint,
-rescale, promote) and waiting for the
-queries to end. A query start, a savepoint's choice of queries and a stop exclude each other.
+Owns: what happens when the script starts a query (a standby waits there until promoted, and with a
+driver Lease every start waits until it is held; managed checkpoint, bounded trigger, handing it to the
+``Restorer`` before it runs, tracking, refusing starts once a stop began), listener events, the control
+actions (status, savepoint, stop-with-savepoint, rescale, promote) and waiting for the queries to end.
+A query start, a savepoint's choice of queries and a stop exclude each other.
 Never: parses HTTP or the environment, patches PySpark (``patching``), decides file selection
 (``checkpoint_files``) or restore compatibility (``restore``).
 """
@@ -29,6 +29,7 @@ from headrace.runtime import termination
 from headrace.runtime.checkpoint_files import behind_problem, last_batch_id, sink_beyond_checkpoint_problem
 from headrace.runtime.control import ActionError
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
+from headrace.runtime.lease import LeaseGuard
 from headrace.runtime.listener import RuntimeListener
 from headrace.runtime.metrics import RuntimeMetrics
 from headrace.runtime.patching import StartCall
@@ -96,11 +97,13 @@ class Agent:
         self._phase: contract.RuntimePhase = "Standby" if settings.standby else "Starting"
         self._requested_executors: int | None = None
         self.last_savepoint: contract.LastSavepoint | None = None
+        self.lease: LeaseGuard | None = None  # HEADRACE_DRIVER_LEASE: queries start only while it is held
 
     # --- query starts (called by the patched DataStreamWriter) ---------------------------------
 
     def start_query(self, writer: DataStreamWriter, call: StartCall, launch: Callable[[], Any]) -> Any:
         self._await_promotion(call)
+        self._await_lease(call)
         with self._start_lock:
             if self._stopping.is_set():
                 raise StartRefusedError(
@@ -149,6 +152,15 @@ class Agent:
         while not self._promoted.wait(1.0):
             pass
 
+    def _await_lease(self, call: StartCall) -> None:
+        """With a driver Lease, block every query start until the Lease is held (the guard takes it only once it is
+        released or expired, and ends the process at once if it is lost)."""
+        if self.lease is None or self.lease.held:
+            return
+        log.info("query %s waits for the driver Lease %s", call.query_name or "unnamed", self.lease.api.name)
+        while not self.lease.wait_held(1.0):
+            pass
+
     def promote(self) -> dict[str, Any]:
         """Let a standby start its queries (idempotent: `promoted` is False when it was not waiting)."""
         with self._start_lock:
@@ -158,6 +170,8 @@ class Agent:
                 if self.phases is not None:
                     self.phases.mark(contract.PHASE_PROMOTED)
                 log.info("promoted: starting the queries")
+                if self.lease is not None:
+                    self.lease.allow()
                 self._promoted.set()
             return {"promoted": waiting, "phase": self._phase}
 
@@ -405,6 +419,7 @@ class Agent:
     def _force_exit(self) -> None:
         log.warning("the script did not return after stop-with-savepoint; exiting")
         termination.write_termination_message(self.settings.termination_message_path, self._stop_outcome)
+        self.release_lease()
         os._exit(self._stop_outcome.exit_code)
 
     def dispose_savepoint(self, path: str) -> dict[str, Any]:
@@ -490,6 +505,11 @@ class Agent:
                 active[0].handle.awaitTermination(1)
             except StreamingQueryException:
                 continue
+
+    def release_lease(self) -> None:
+        """Give the driver Lease up (its writes have ended), so the next driver takes it without waiting."""
+        if self.lease is not None:
+            self.lease.release()
 
     def shutdown_spark(self) -> None:
         """Stop every query and the session (the script's own ``stop()`` calls were deferred)."""

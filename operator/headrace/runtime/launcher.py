@@ -5,19 +5,22 @@ configuration before the JVM starts, serve metrics and the control endpoint, pat
 script in-process with ``runpy``, wait for its queries, and turn what happened into an exit code
 and a termination message. SIGTERM (the pod is being deleted) exits at once, JVM included: the
 checkpoint is consistent at any point and the next attempt replays a batch in flight; only a
-savepoint being taken is finished (and answered) first.
+savepoint being taken is finished (and answered) first. With a driver Lease (``lease``), losing it
+ends the JVM and the process at once (EXIT_LEASE_LOST); every other exit releases it once the JVM is done.
 Never: implements query handling, savepoints or restores itself (``agent``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import runpy
 import shutil
 import signal
 import ssl
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +34,7 @@ from types import FrameType
 from pyspark.errors import StreamingQueryException
 
 from headrace.api import runtime_contract as contract
-from headrace.runtime import jvm, patching, termination
+from headrace.runtime import jvm, lease, patching, termination
 from headrace.runtime.agent import Agent, CheckpointBehindError, SinkAheadError, StartRefusedError
 from headrace.runtime.control import ControlServer, server_context
 from headrace.runtime.metrics import RuntimeMetrics
@@ -43,6 +46,7 @@ from headrace.runtime.sparkconf import local_fs_conf, prepare_conf_dir
 log = logging.getLogger("headrace.runtime")
 TERMINATED = termination.failed("Terminated", "SIGTERM: stopped without a savepoint, resumable from the checkpoint")
 USAGE = "usage: python -m headrace.runtime <script.py> [script arguments...]"
+JVM_EXIT_WAIT_SECONDS = 5.0
 ANSWER_GRACE_SECONDS = 0.5  # after a savepoint ends, for its HTTP answer to leave before the exit
 
 
@@ -51,13 +55,26 @@ class TerminationRequestedError(BaseException):
 
 
 def _kill_jvm() -> None:
-    """SIGKILL the JVM the script's SparkSession launched (in a pod it would die with the container)."""
+    """SIGKILL the JVM the script's SparkSession launched (in a pod it would die with the container) and wait
+    until it is gone (it writes the checkpoint: a Lease is released only after it)."""
     from pyspark import SparkContext
 
     process = getattr(SparkContext._gateway, "proc", None)
     if process is not None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             process.kill()
+            process.wait(JVM_EXIT_WAIT_SECONDS)
+
+
+def exit_lease_lost(settings: RuntimeSettings, why: str) -> None:
+    """The driver Lease is lost: end the JVM (every write) first, then report and exit (EXIT_LEASE_LOST)."""
+    _kill_jvm()
+    outcome = termination.lease_lost(f"{why}: stopped writing at once (another driver may hold the checkpoint)")
+    termination.write_termination_message(settings.termination_message_path, outcome)
+    log.critical("exiting %d: %s %s", outcome.exit_code, outcome.reason, outcome.message)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(outcome.exit_code)
 
 
 def exit_now(agent: Agent, settings: RuntimeSettings) -> None:
@@ -66,6 +83,7 @@ def exit_now(agent: Agent, settings: RuntimeSettings) -> None:
     log.info("SIGTERM: exiting now without stopping the queries (%s); the checkpoint is consistent", outcome.reason)
     termination.write_termination_message(settings.termination_message_path, outcome)
     _kill_jvm()
+    agent.release_lease()
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(outcome.exit_code)
@@ -134,6 +152,24 @@ def _control_tls(settings: RuntimeSettings) -> ssl.SSLContext | None:
     return server_context(settings.control_tls_dir) if settings.control_tls_dir else None
 
 
+Edges = tuple[ssl.SSLContext | None, lease.LeaseGuard | None]
+
+
+def _secured_edges(settings: RuntimeSettings) -> Edges | termination.Outcome:
+    """The control endpoint's TLS settings and the driver Lease's guard, or why the runtime cannot start."""
+    problem = lease.settings_problem(settings)
+    if problem is not None:
+        return termination.usage(problem)
+    try:
+        guard = lease.guard_from_settings(settings, functools.partial(exit_lease_lost, settings))
+    except (OSError, ssl.SSLError) as error:
+        return termination.usage(f"{contract.ENV_DRIVER_LEASE}: cannot read the pod's ServiceAccount CA: {error}")
+    try:
+        return _control_tls(settings), guard
+    except (OSError, ssl.SSLError) as error:  # never served as plain HTTP instead
+        return termination.usage(f"{contract.ENV_CONTROL_TLS_DIR}: cannot load the control certificate: {error}")
+
+
 def _start_servers(
     settings: RuntimeSettings, agent: Agent, metrics: RuntimeMetrics, tls: ssl.SSLContext | None
 ) -> tuple[object, ControlServer]:
@@ -158,10 +194,10 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     script = argv[0]
     if not os.path.isfile(script):
         return termination.usage(f"no such script: {script}")
-    try:
-        tls = _control_tls(settings)
-    except (OSError, ssl.SSLError) as error:  # never served as plain HTTP instead
-        return termination.usage(f"{contract.ENV_CONTROL_TLS_DIR}: cannot load the control certificate: {error}")
+    edges = _secured_edges(settings)
+    if isinstance(edges, termination.Outcome):
+        return edges
+    tls, guard = edges
     conf_dir = Path(tempfile.mkdtemp(prefix="headrace-conf-"))
     defaults = {**local_fs_conf(env.get("SPARK_HOME")), **jvm.executor_conf(env)}
     prepare_conf_dir(settings, env.get("SPARK_CONF_DIR"), conf_dir, defaults)
@@ -171,6 +207,9 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
     phases = PhaseClock(metrics, process_start_time())
     metrics.start_time.set(phases.started_at)
     agent = Agent(settings, metrics, utc_now, phases)
+    agent.lease = guard
+    if guard is not None:
+        guard.start()  # an active driver takes the Lease while its JVM starts; a standby watches it
     metrics_server, control = _start_servers(settings, agent, metrics, tls)
     uninstall = patching.install(agent)
     signal.signal(signal.SIGTERM, sigterm_handler(agent, settings))
@@ -186,6 +225,7 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> termination.Outcome:
         try:
             agent.shutdown_spark()
         finally:
+            agent.release_lease()
             control.stop()
             metrics_server.shutdown()  # type: ignore[attr-defined]
             shutil.rmtree(conf_dir, ignore_errors=True)

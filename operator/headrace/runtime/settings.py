@@ -16,6 +16,9 @@ from headrace.api import runtime_contract as contract
 ENV_TERMINATION_MESSAGE_PATH = "HEADRACE_TERMINATION_MESSAGE_PATH"  # override for tests
 ENV_CONTROL_BIND = "HEADRACE_CONTROL_BIND"  # listen address of both servers, default all interfaces
 ENV_LOCAL_MASTER = "HEADRACE_LOCAL_MASTER"  # master outside a pod when none is configured
+ENV_SERVICE_ACCOUNT_DIR = "HEADRACE_SERVICE_ACCOUNT_DIR"  # override for tests: the token and ca.crt of the pod
+ENV_DRIVER_LEASE_SECONDS = "HEADRACE_DRIVER_LEASE_SECONDS"  # override for tests: the driver Lease's duration
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 STATE_BACKENDS = ("rocksdb", "hdfs")
 MODES = ("continuous", "bounded")
@@ -41,6 +44,9 @@ class RuntimeSettings:
     allow_repartition: bool = False
     mode: str = "continuous"
     standby: bool = False  # a warm standby: the first query start waits for promotion
+    driver_lease: str | None = None  # the app's driver Lease: queries start only while holding it
+    driver_lease_seconds: int = contract.DRIVER_LEASE_SECONDS
+    service_account_dir: str = SERVICE_ACCOUNT_DIR
     control_port: int = contract.DEFAULT_CONTROL_PORT
     control_token: str | None = None
     control_tls_dir: str | None = None  # the app's certificate and key: the control endpoint is HTTPS only
@@ -143,6 +149,12 @@ def _secret_conf(env: Mapping[str, str], name: str) -> dict[str, str]:
     return {key: env[variable] for key, variable in variables.items()}
 
 
+def _lease_seconds(env: Mapping[str, str]) -> int:
+    value = _integer(env, ENV_DRIVER_LEASE_SECONDS, contract.DRIVER_LEASE_SECONDS, 2)
+    assert value is not None
+    return value
+
+
 def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
     """Parse the runtime's environment; raise :class:`SettingsError` naming the bad variable."""
     attempt = _integer(env, contract.ENV_ATTEMPT, 1, 1)
@@ -160,6 +172,9 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         allow_repartition=_boolean(env, contract.ENV_ALLOW_REPARTITION),
         mode=_choice(env, contract.ENV_MODE, MODES),
         standby=_boolean(env, contract.ENV_STANDBY),
+        driver_lease=_optional(env, contract.ENV_DRIVER_LEASE),
+        driver_lease_seconds=_lease_seconds(env),
+        service_account_dir=_optional(env, ENV_SERVICE_ACCOUNT_DIR) or SERVICE_ACCOUNT_DIR,
         control_port=_port(env, contract.ENV_CONTROL_PORT, contract.DEFAULT_CONTROL_PORT),
         control_token=_optional(env, contract.ENV_CONTROL_TOKEN),
         control_tls_dir=_optional(env, contract.ENV_CONTROL_TLS_DIR),

@@ -57,6 +57,10 @@ def sink_ahead(message: str) -> Outcome:
     return Outcome(contract.EXIT_CHECKPOINT_BEHIND, "SinkAhead", message)
 
 
+def lease_lost(message: str) -> Outcome:
+    return Outcome(contract.EXIT_LEASE_LOST, "LeaseLost", message)
+
+
 def write_termination_message(path: str, outcome: Outcome) -> bool:
     """Write the outcome to ``path``; return whether it was written."""
     try:

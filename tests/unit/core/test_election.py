@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from headrace.adapters.lease import LeaseClient, StoredLease
 from headrace.controller.leader import ElectionConfig, LeaderElector
-from headrace.core.election import Action, LeaseRecord, decide, expired, release
+from headrace.core.election import Action, LeaseRecord, decide, expired, lease_record, lease_spec, loss, release
 from tests.unit.builders import T0
 
 ME, OTHER, LEASE = "operator-a", "operator-b", 15
@@ -95,7 +95,7 @@ class FakeLeases:
     """An in-memory Lease with the API server's optimistic concurrency (resourceVersion, 409 as False)."""
 
     def __init__(self, record: LeaseRecord | None = None) -> None:
-        self.name = "headrace"
+        self.namespace, self.name = "headrace-system", "headrace"
         self.record, self.version = record, 1
         self.failing = False
 
@@ -234,3 +234,34 @@ def test_two_candidates_racing_for_a_released_lease_elect_one() -> None:
     assert not second.try_acquire_or_renew()
     assert leases.record is not None and leases.record.holder == "a"
     assert not second.try_acquire_or_renew(), "a fresh lease held by another"
+
+
+# ------------------------------------------------- when a holder must stop, and the Lease's spec --
+
+
+@pytest.mark.parametrize(
+    ("case", "holder", "overdue", "lost"),
+    [
+        ("renewed just now, still mine", ME, 0.0, None),
+        ("mine, not renewed for almost the deadline", ME, 9.9, None),
+        ("released by nobody else: no holder seen", None, 0.0, None),
+        ("another holder took it", OTHER, 0.0, f"the Lease is now held by {OTHER}"),
+        ("not renewed past the deadline", ME, 10.5, "could not be renewed for 10.5s (deadline 10s)"),
+        ("the Lease unreadable past the deadline", None, 11.0, "could not be renewed for 11.0s"),
+    ],
+)
+def test_loss(case: str, holder: str | None, overdue: float, lost: str | None) -> None:
+    why = loss(ME, holder, overdue, 10)
+    if lost is None:
+        assert why is None, case
+    else:
+        assert why is not None and lost in why, case
+
+
+def test_a_lease_spec_round_trips_and_an_empty_one_has_no_holder() -> None:
+    record = LeaseRecord(ME, LEASE, acquire_time=T0, renew_time=T0 + at(1.5), transitions=2)
+    spec = lease_spec(record)
+    assert spec["renewTime"].endswith(".500000Z") and spec["holderIdentity"] == ME
+    assert lease_record(spec) == record
+    assert lease_record({"leaseDurationSeconds": 15}) == LeaseRecord(None, 15)
+    assert lease_spec(LeaseRecord(None, 1))["holderIdentity"] is None

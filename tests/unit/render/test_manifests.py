@@ -55,3 +55,32 @@ def test_restore_env_only_when_restoring() -> None:
     env = {item["name"]: item.get("value") for item in manifests.driver_pod(restoring)["spec"]["containers"][0]["env"]}
     assert env[contract.ENV_RESTORE_FROM] == "s3a://sp/1"
     assert env[contract.ENV_ALLOW_REPARTITION] == "true"
+
+
+def test_only_apps_with_a_standby_get_the_driver_lease_and_the_right_to_renew_it_alone() -> None:
+    plain = manifests.attempt_objects(_attempt())
+    assert not [obj for obj in plain if obj["kind"] == "Lease" or obj["metadata"]["name"] == "clicks-driver-lease"]
+    env = {item["name"] for item in plain[-1]["spec"]["containers"][0]["env"]}
+    assert contract.ENV_DRIVER_LEASE not in env
+
+    warm = manifests.attempt_objects(_attempt(standby={"enabled": True}))
+    (lease,) = [obj for obj in warm if obj["kind"] == "Lease"]
+    assert lease["metadata"]["name"] == "clicks-driver-lease" and "holderIdentity" not in lease["spec"]
+    assert lease["metadata"]["ownerReferences"][0]["uid"] == "uid-1"  # deleted with the app
+    (role,) = [obj for obj in warm if obj["kind"] == "Role" and obj["metadata"]["name"] == "clicks-driver-lease"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["clicks-driver-lease"],  # its own Lease only; no create, list or watch
+            "verbs": ["get", "update"],
+        }
+    ]
+    named = [obj for obj in warm if obj["metadata"]["name"] == "clicks-driver-lease"]
+    (binding,) = [obj for obj in named if obj["kind"] == "RoleBinding"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "clicks-spark", "namespace": "analytics"}]
+    assert warm[-1]["kind"] == "Pod"  # created last, once its Lease and rights exist
+    env = {item["name"]: item.get("value") for item in warm[-1]["spec"]["containers"][0]["env"]}
+    assert env[contract.ENV_DRIVER_LEASE] == "clicks-driver-lease"
+    standby = manifests.driver_pod(_attempt(standby={"enabled": True}, mode="bounded"))
+    assert contract.ENV_DRIVER_LEASE not in {item["name"] for item in standby["spec"]["containers"][0]["env"]}

@@ -1,0 +1,114 @@
+"""The driver's Lease guard (headrace.runtime.lease) against an in-memory Lease with the API server's optimistic
+concurrency: an active driver takes a released Lease at once; a standby takes nothing until promoted, then only a
+released or expired one (expiry counted from its own first sight); a holder that sees another holder, or cannot
+renew within the deadline, is stopped; a clean exit releases the Lease, a lost one never writes it again."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import cast
+
+import pytest
+
+from headrace.api import runtime_contract as contract
+from headrace.core.election import LeaseRecord
+from headrace.runtime import lease
+from headrace.runtime.lease import LeaseApi, LeaseGuard, LeaseTiming
+from headrace.runtime.settings import settings_from_env
+from tests.unit.core.test_election import Clock, FakeLeases, held, until
+
+ME, OTHER, LEASE = "clicks-r1-a2-driver", "clicks-r1-a1-driver", 15  # the same lease duration as test_election's
+TIMING = LeaseTiming(LEASE, renew_deadline_seconds=1.5, retry_seconds=0.05)  # generous for a loaded machine
+
+
+def guard(fake: FakeLeases, clock: Clock, lost: list[str], *, allowed: bool) -> LeaseGuard:
+    return LeaseGuard(cast(LeaseApi, fake), ME, TIMING, lost.append, allowed=allowed, clock=clock)
+
+
+@pytest.mark.parametrize(
+    ("case", "record", "allowed", "takes"),
+    [
+        ("active driver, Lease released by the previous driver: take it", held(None), True, True),
+        ("active driver, Lease held and renewed by another: wait", held(OTHER), True, False),
+        ("standby not promoted, Lease free: take nothing", held(None), False, False),
+        ("active driver, no Lease object (the operator makes it): take nothing", None, True, False),
+    ],
+)
+def test_what_a_driver_takes_at_first_sight(case: str, record: LeaseRecord | None, allowed: bool, takes: bool) -> None:
+    fake, lost = FakeLeases(record), list[str]()
+    driver = guard(fake, Clock(), lost, allowed=allowed)
+    driver.start()
+    try:
+        assert until(lambda: driver.held, 1.0) is takes, case
+        assert (fake.record is not None and fake.record.holder == ME) is takes, case
+        assert lost == []
+    finally:
+        driver.release()
+
+
+def test_a_promoted_standby_takes_the_lease_of_a_hard_killed_driver_once_it_expired_from_its_own_first_sight() -> None:
+    fake, clock, lost = FakeLeases(held(OTHER)), Clock(), list[str]()
+    standby = guard(fake, clock, lost, allowed=False)
+    standby.start()
+    try:
+        time.sleep(5 * TIMING.retry_seconds)  # watching, while the active driver runs
+        clock.now += timedelta(seconds=LEASE - 1)  # the holder died; the standby has not seen a renewal since
+        standby.allow()  # promoted
+        time.sleep(5 * TIMING.retry_seconds)
+        assert not standby.held and fake.record is not None and fake.record.holder == OTHER
+        clock.now += timedelta(seconds=1)
+        assert until(lambda: standby.held)
+        assert fake.record is not None and (fake.record.holder, fake.record.transitions) == (ME, 4)
+    finally:
+        standby.release()
+
+
+def test_a_holder_that_sees_another_holder_is_stopped_at_once_and_never_writes_again() -> None:
+    fake, clock, lost = FakeLeases(held(None)), Clock(), list[str]()
+    driver = guard(fake, clock, lost, allowed=True)
+    driver.start()
+    assert until(lambda: driver.held)
+    fake.record, fake.version = held(OTHER), fake.version + 1  # taken over (a fence that failed, a manual edit)
+    assert until(lambda: lost != [], 1.0)
+    assert lost == [f"the Lease is now held by {OTHER}"]
+    assert not driver.held
+    version = fake.version
+    driver.release()  # the launcher exits instead; a lost Lease is never written again
+    time.sleep(3 * TIMING.retry_seconds)
+    assert fake.record == held(OTHER) and fake.version == version
+
+
+def test_a_holder_that_cannot_renew_within_the_deadline_is_stopped_before_the_lease_could_expire() -> None:
+    fake, lost = FakeLeases(held(None)), list[str]()
+    driver = guard(fake, Clock(), lost, allowed=True)
+    driver.start()
+    assert until(lambda: driver.held)
+    fake.failing = True
+    started = time.monotonic()
+    assert until(lambda: lost != [], 3 * TIMING.renew_deadline_seconds)
+    took = time.monotonic() - started
+    assert TIMING.renew_deadline_seconds <= took < TIMING.lease_seconds
+    assert "could not be renewed" in lost[0]
+    driver.release()
+
+
+def test_a_clean_exit_releases_the_lease_for_the_next_driver() -> None:
+    fake, clock, lost = FakeLeases(held(None)), Clock(), list[str]()
+    driver = guard(fake, clock, lost, allowed=True)
+    driver.start()
+    assert until(lambda: driver.held)
+    driver.release()
+    assert fake.record is not None and fake.record.holder is None
+    time.sleep(3 * TIMING.renew_deadline_seconds)
+    assert lost == [], "a released holder is not stopped for not renewing"
+
+
+def test_the_timing_keeps_client_gos_proportions_and_the_settings_name_what_is_missing() -> None:
+    assert LeaseTiming.scaled(contract.DRIVER_LEASE_SECONDS) == LeaseTiming(15, 10, 2)
+    assert LeaseTiming.scaled(3) == LeaseTiming(3, 2, 0.4)
+    env = {contract.ENV_DRIVER_LEASE: "clicks-driver-lease", contract.ENV_APP_NAMESPACE: "analytics"}
+    problem = lease.settings_problem(settings_from_env(env))
+    assert problem == f"{contract.ENV_DRIVER_LEASE} needs {contract.ENV_POD_NAME}, KUBERNETES_SERVICE_HOST"
+    assert lease.settings_problem(settings_from_env({})) is None
+    assert lease.guard_from_settings(settings_from_env({}), print) is None
