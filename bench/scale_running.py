@@ -37,6 +37,7 @@ from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from headrace.api import models, names
 from operator_scale import _manifest, _percentile
@@ -58,6 +59,14 @@ SUSTAINED_THREADS = 16  # client threads for the sustained rate (a create call c
 
 
 @dataclass(frozen=True)
+class Launched:
+    """A running operator: its pid and, for Headrace, the text of its /metrics (None for the peer)."""
+
+    pid: int
+    metrics: Callable[[], str] | None = None
+
+
+@dataclass(frozen=True)
 class Subject:
     """One operator under test: how to run it, what an app is, and how to tell an app's driver pods."""
 
@@ -68,7 +77,7 @@ class Subject:
     manifest: Callable[[str], dict[str, Any]]
     driver_selector: str  # label selector of driver pods
     app_label: str  # the driver pod's label naming its app
-    run: Callable[[ControlPlane, str, Path], contextlib.AbstractContextManager[int]]  # yields the pid
+    run: Callable[[ControlPlane, str, Path], contextlib.AbstractContextManager[Launched]]
     install: Callable[[client.ApiClient], None]  # its CRDs
 
 
@@ -83,12 +92,12 @@ def _headrace_manifest(name: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _run_headrace(plane: ControlPlane, namespace: str, workdir: Path, source: Path | None = None) -> Iterator[int]:
+def _run_headrace(plane: ControlPlane, namespace: str, workdir: Path, source: Path | None = None) -> Iterator[Launched]:
     del namespace  # it watches every namespace
     env = {"PYTHONPATH": str(source)} if source is not None else {}  # another version's headrace package
     with OperatorProcess(plane.kubeconfig, workdir / "headrace", env, verbose=False) as operator:
         assert operator.process is not None
-        yield operator.process.pid
+        yield Launched(operator.process.pid, operator.metrics)
 
 
 def baseline_subject(source: Path) -> Subject:
@@ -99,10 +108,10 @@ def baseline_subject(source: Path) -> Subject:
 
 
 @contextlib.contextmanager
-def _run_peer(plane: ControlPlane, namespace: str, workdir: Path) -> Iterator[int]:
+def _run_peer(plane: ControlPlane, namespace: str, workdir: Path) -> Iterator[Launched]:
     with spark_operator.SparkOperator(plane, namespace, workdir / "peer") as peer:
         assert peer.process is not None
-        yield peer.process.pid
+        yield Launched(peer.process.pid)
 
 
 HEADRACE = Subject(
@@ -304,7 +313,8 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
         namespace = create_namespace(api, "scale")
         created: dict[str, float] = {}
         create = _creator(subject, api, namespace, created)
-        with _watched(subject, api, namespace) as log, subject.run(plane, namespace, workdir) as pid:
+        with _watched(subject, api, namespace) as log, subject.run(plane, namespace, workdir) as launched:
+            pid = launched.pid
             time.sleep(2)
             idle_rss = _group_rss(pid)
             cpu_before = _cpu_seconds(pid)
@@ -351,7 +361,8 @@ def run_sustained(subject: Subject, rate: float, seconds: float, workdir: Path) 
             late.append(max(0.0, time.monotonic() - due))
             create_app(index)
 
-        with _watched(subject, api, namespace) as log, subject.run(plane, namespace, workdir) as pid:
+        with _watched(subject, api, namespace) as log, subject.run(plane, namespace, workdir) as launched:
+            pid = launched.pid
             time.sleep(2)
             cpu_before = _cpu_seconds(pid)
             began = time.monotonic()
@@ -373,12 +384,46 @@ def run_sustained(subject: Subject, rate: float, seconds: float, workdir: Path) 
                 **_latencies(log, created),
                 "cpu_s": _cpu_seconds(pid) - cpu_before,
                 "doubled": len(log.doubled),
+                "waits": _where_time_went(launched.metrics()) if launched.metrics is not None else {},
             }
         return result
 
 
+# The operator's histograms that say where an app's time went: waiting for a worker, or being reconciled (mostly
+# waiting on the API server: see the profile in docs/operations.md).
+_TIME_SERIES = {
+    "queue wait (urgent)": ("headrace_queue_wait_seconds", {"lane": "urgent"}),
+    "queue wait (poll)": ("headrace_queue_wait_seconds", {"lane": "poll"}),
+    "reconcile": ("headrace_reconcile_duration_seconds", {}),
+}
+
+
+def _where_time_went(metrics: str) -> dict[str, dict[str, float]]:
+    """Per series in `_TIME_SERIES`: count, mean, and the p50 and p99 upper bucket bounds (seconds)."""
+    families = {family.name: family for family in text_string_to_metric_families(metrics)}
+    spreads: dict[str, dict[str, float]] = {}
+    for label, (name, wanted) in _TIME_SERIES.items():
+        family = families.get(name)
+        if family is None:
+            continue
+        samples = [sample for sample in family.samples if wanted.items() <= sample.labels.items()]
+        buckets = sorted(
+            (float(sample.labels["le"]), sample.value) for sample in samples if sample.name.endswith("_bucket")
+        )
+        count = next((sample.value for sample in samples if sample.name.endswith("_count")), 0.0)
+        total = next((sample.value for sample in samples if sample.name.endswith("_sum")), 0.0)
+        if not count:
+            continue
+
+        def bound(fraction: float, buckets: list[tuple[float, float]] = buckets, count: float = count) -> float:
+            return next(upper for upper, seen in buckets if seen >= fraction * count)
+
+        spreads[label] = {"count": count, "mean": total / count, "p50": bound(0.5), "p99": bound(0.99)}
+    return spreads
+
+
 def print_sustained(result: dict[str, Any]) -> None:
-    """The sustained scenario's figures, two lines."""
+    """The sustained scenario's figures, two lines (three with the operator's own metrics)."""
     print(
         f"{result['subject']}, {result['rate']:g} apps/s for {result['seconds']:g}s ({result['apps']} apps; create "
         f"calls took {result['calls_s']:.1f}s, p99 {result['late_p99_s']:.2f}s behind schedule) on KWOK nodes: "
@@ -387,6 +432,13 @@ def print_sustained(result: dict[str, Any]) -> None:
         f"apps that ever had two live drivers: {result['doubled']}",
         flush=True,
     )
+    if result.get("waits"):
+        parts = [
+            f"{label} {spread['count']:.0f}x mean {spread['mean']:.2f}s, p50 <= {spread['p50']:g}s, "
+            f"p99 <= {spread['p99']:g}s"
+            for label, spread in result["waits"].items()
+        ]
+        print(f"  where the time went (the operator's histograms): {'; '.join(parts)}", flush=True)
 
 
 def _storm(api: client.ApiClient, namespace: str, log: DriverLog, count: int) -> dict[str, Any]:

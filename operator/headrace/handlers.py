@@ -14,6 +14,10 @@ The pod watch asks the API server only for Headrace's driver pods (a server-side
 `settings.watching.label_selectors`): other pods in the watched namespaces are never streamed. The
 StreamingApp and StreamingSavepoint watches need none: every object of those kinds is Headrace's, and a
 StreamingSavepoint made by hand may carry no labels at all.
+kopf builds every event's object "essence" (a deep copy, for the diffs change handlers see) whether or not the kind
+has change handlers; only StreamingSavepoints have one (the deletion handler below), so `SavepointsOnlyDiffBase`
+skips that copy for every other kind (at 50 apps/s it was 15 % of the operator's CPU: docs/operations.md,
+"The operator itself").
 Event and index handlers (unlike kopf's change handlers and daemons) put no finalizers or annotations on
 anyone's objects, so deleting an app never waits for the operator. The one exception: a StreamingSavepoint
 with spec.disposeOnDelete carries the finalizer `FINALIZER` (kopf adds it to those only), and its deletion
@@ -24,7 +28,7 @@ tries. `headrace.app` builds the queue, the cache and the disposer and registers
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -87,8 +91,23 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.client_timeout = 330
     settings.watching.label_selectors["pods"] = names.DRIVER_SELECTOR  # server-side: only driver pods
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=models.GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=models.GROUP)
+    settings.persistence.diffbase_storage = SavepointsOnlyDiffBase(prefix=models.GROUP)
     settings.persistence.finalizer = FINALIZER
+
+
+class SavepointsOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's annotation-stored diff base, built only for StreamingSavepoints (the one kind with a change handler):
+    every other kind's essence is empty, as nothing reads its diff. An object whose kind is not named (kopf names
+    listed ones too) gets the full essence."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        """The essence kopf diffs, or an empty one for kinds without change handlers."""
+        if body.get("kind") in WITHOUT_CHANGE_HANDLERS:
+            return kopf.BodyEssence()
+        return super().build(body=body, extra_fields=extra_fields)
+
+
+WITHOUT_CHANGE_HANDLERS = frozenset({models.APP_KIND, "Pod", "CustomResourceDefinition"})
 
 
 def _dispose_on_delete(registry: kopf.OperatorRegistry, dispose: Dispose) -> None:

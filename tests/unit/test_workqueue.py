@@ -166,3 +166,29 @@ def test_polls_of_silent_drivers_never_take_the_workers_an_event_needs(monkeypat
     asyncio.run(scenario())
     assert 0 <= new_app_waited[0] < 0.1, new_app_waited  # without lanes: behind the polls, 0.3 s or more
     assert most[0] == 3
+
+
+def test_each_key_reports_how_long_it_waited_and_in_which_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker busy 0.2 s with the first app: the second waited that long (urgent); a timer's re-add is a poll."""
+    monkeypatch.setattr(workqueue, "URGENT_DELAY_SECONDS", 0.01)
+    waits: list[tuple[str, float]] = []
+
+    def process(_: Key) -> float | None:
+        time.sleep(0.2)
+        return None
+
+    async def scenario() -> None:
+        queue = WorkQueue(process, workers=1, on_wait=lambda lane, seconds: waits.append((lane, seconds)))
+        queue.start()
+        queue.add(("ns", "first"))
+        queue.add(("ns", "second"))
+        queue.add_after(("ns", "polled"), 0.05)
+        await asyncio.sleep(0.8)
+        await queue.stop()
+
+    asyncio.run(scenario())
+    lanes = [lane for lane, _ in waits]
+    assert lanes == ["urgent", "urgent", "poll"], waits
+    assert waits[0][1] < 0.1
+    assert 0.15 < waits[1][1] < 0.5  # behind the first app's 0.2 s
+    assert 0.1 < waits[2][1] < 0.5  # queued at 0.05 s, taken at 0.4 s

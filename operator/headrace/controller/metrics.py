@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from headrace.api.models import Phase, StreamingAppStatus, StreamingSavepointSpec
 from headrace.api.vocabulary import RESTART_REASON_LABELS, RestartReasonLabel
+from headrace.controller.workqueue import Lane
 from headrace.core import transitions
 from headrace.core.plan import Action, EventType
 from headrace.core.restarts import restart_begun
@@ -26,6 +27,8 @@ RESULTS = ("success", "conflict", "error")
 SAVEPOINT_TRIGGERS: tuple[str, ...] = (*get_args(StreamingSavepointSpec.model_fields["reason"].annotation), "other")
 SAVEPOINT_RESULTS = ("succeeded", "failed")
 SAVEPOINT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+QUEUE_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+QUEUE_LANES: tuple[Lane, ...] = get_args(Lane)
 TRANSITION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
@@ -49,6 +52,14 @@ class OperatorMetrics:
         )
         self.reconcile_seconds = Histogram(
             "headrace_reconcile_duration_seconds", "Duration of one reconciliation.", registry=self.registry
+        )
+        self.queue_wait_seconds = Histogram(
+            "headrace_queue_wait_seconds",
+            "Time an app waited in the work queue before a worker took it, by lane (urgent: an event or the next "
+            "step; poll: a timer's re-ask).",
+            ["lane"],
+            buckets=QUEUE_WAIT_BUCKETS,
+            registry=self.registry,
         )
         self.apps = Gauge("headrace_apps", "StreamingApps by phase.", ["phase"], registry=self.registry)
         self.restarts = Counter(
@@ -97,6 +108,8 @@ class OperatorMetrics:
             self.transition_seconds.labels(transition)
         for result in RESULTS:
             self.reconciles.labels(result)
+        for lane in QUEUE_LANES:
+            self.queue_wait_seconds.labels(lane)
         for phase in PHASES:
             self.apps.labels(phase).set(0)
         for reason in RESTART_REASONS:
@@ -108,6 +121,10 @@ class OperatorMetrics:
         self._phases: dict[tuple[str, str], str] = {}
         self._aged: set[tuple[str, str]] = set()
         self._underway: dict[tuple[str, str], transitions.Underway] = {}
+
+    def record_queue_wait(self, lane: Lane, seconds: float) -> None:
+        """An app waited `seconds` in the work queue's `lane` before a worker took it."""
+        self.queue_wait_seconds.labels(lane).observe(seconds)
 
     def record_phase(self, key: tuple[str, str], phase: str | None) -> None:
         """Track the phase of one app (None when the app is gone) in the apps-by-phase gauge."""

@@ -13,6 +13,9 @@ driver that does not answer, the resync) waits behind every urgent key, and poll
 `workers - reserved` workers at once. So asking a thousand silent drivers again (each call can wait for
 its timeout) never keeps a new app's driver or a lost driver's replacement waiting for a worker; the
 polls themselves still run, as many at once as the rest of the workers allow.
+
+How long each key waited between being queued and a worker taking it is reported to `on_wait` (lane, seconds):
+the operator's `headrace_queue_wait_seconds`, which tells a queue that grows from slow reconciles.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+Lane = Literal["urgent", "poll"]
 URGENT_DELAY_SECONDS = 2.0  # a re-add due sooner than this after processing is the next step, not a poll
 
 
@@ -40,6 +46,7 @@ class WorkQueue:
         workers: int = 8,
         retry_base_seconds: float = 0.5,
         retry_max_seconds: float = 60.0,
+        on_wait: Callable[[Lane, float], None] | None = None,
     ) -> None:
         self._process = process
         self._workers = workers
@@ -50,7 +57,8 @@ class WorkQueue:
         self._polling = 0  # polls being processed
         self._poll_slots = max(1, workers - max(1, workers // 4))  # the rest is reserved for urgent keys
         self._wakeup = asyncio.Event()
-        self._queued: set[Key] = set()
+        self._queued: dict[Key, float] = {}  # queued key -> when it was queued (monotonic)
+        self._on_wait = on_wait or (lambda _lane, _seconds: None)
         self._poll_keys: set[Key] = set()  # queued keys that are polls (a key added urgently meanwhile is urgent)
         self._processing: set[Key] = set()
         self._dirty: set[Key] = set()
@@ -85,7 +93,7 @@ class WorkQueue:
         if key in self._processing:
             self._dirty.add(key)
         elif key not in self._queued:
-            self._queued.add(key)
+            self._queued[key] = time.monotonic()
             if poll:
                 self._poll_keys.add(key)
                 self._polls.append(key)
@@ -132,7 +140,7 @@ class WorkQueue:
         loop = asyncio.get_running_loop()
         while True:
             key, poll = await self._next()
-            self._queued.discard(key)
+            self._on_wait("poll" if poll else "urgent", time.monotonic() - self._queued.pop(key))
             self._processing.add(key)
             self._polling += poll
             try:
