@@ -55,7 +55,12 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: Kube
         delay = reconciler.reconcile(*key)
         return settings.resync_seconds if delay is None else min(delay, settings.resync_seconds)
 
-    return WorkQueue(process, workers=settings.workers, on_wait=metrics.record_queue_wait)
+    return WorkQueue(
+        process,
+        workers=settings.workers,
+        on_wait=metrics.record_queue_wait,
+        prepare=lambda key: reconciler.ask_ahead(*key),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

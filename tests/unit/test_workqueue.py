@@ -192,3 +192,42 @@ def test_each_key_reports_how_long_it_waited_and_in_which_lane(monkeypatch: pyte
     assert waits[0][1] < 0.1
     assert 0.15 < waits[1][1] < 0.5  # behind the first app's 0.2 s
     assert 0.1 < waits[2][1] < 0.5  # queued at 0.05 s, taken at 0.4 s
+
+
+def test_a_polls_driver_call_runs_before_it_is_queued_holding_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker; five silent drivers are re-asked (each call waits 0.3 s for its timeout): the calls run in
+    `prepare`, off the worker, so a new app is taken at once and each poll's reconciliation comes after its call."""
+    monkeypatch.setattr(workqueue, "URGENT_DELAY_SECONDS", 0.01)
+    lock = threading.Lock()
+    asked: set[Key] = set()
+    processed: list[tuple[Key, bool]] = []  # key, whether its driver had been asked before
+    new_app_waited = [-1.0]
+    added = [0.0]
+
+    def prepare(key: Key) -> None:
+        time.sleep(0.3)
+        with lock:
+            asked.add(key)
+
+    def process(key: Key) -> float | None:
+        if key[1] == "new":
+            new_app_waited[0] = time.monotonic() - added[0]
+        with lock:
+            processed.append((key, key in asked))
+        return None
+
+    async def scenario() -> None:
+        queue = WorkQueue(process, workers=1, prepare=prepare)
+        queue.start()
+        for index in range(5):
+            queue.add_after(("ns", f"silent-{index}"), 0.02)
+        await asyncio.sleep(0.1)  # the five calls are under way
+        added[0] = time.monotonic()
+        queue.add(("ns", "new"))
+        await asyncio.sleep(0.6)
+        await queue.stop()
+
+    asyncio.run(scenario())
+    assert 0 <= new_app_waited[0] < 0.1, new_app_waited  # with the call on the worker: 0.3 s or more
+    polls = [(key, before) for key, before in processed if key[1] != "new"]
+    assert len(polls) == 5 and all(before for _, before in polls), processed

@@ -60,6 +60,19 @@ AGAIN = 0.0  # reconcile again at once: what the echo of the operator's own writ
 # After creating a driver pod, the next reconcile waits this long for the scheduler's answer (its watch event
 # wakes the app sooner), so one status write records the pod and where it stands instead of two.
 SCHEDULING_SECONDS = 1.0
+# A driver's status asked ahead of a poll's reconciliation (`ask_ahead`, off the reconcile workers) stands in for
+# asking again within this long, if the app's current driver is still the pod that was asked.
+ANSWER_FRESH_SECONDS = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Answer:
+    """A driver's answer asked ahead: which pod, when (monotonic), the document, whether it did not answer."""
+
+    pod: tuple[str, str]  # name, uid
+    at: float
+    document: contract.StatusDocument | None
+    unanswered: bool
 
 
 class Reconciler:
@@ -89,6 +102,8 @@ class Reconciler:
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
         self._in_flight_lock = threading.Lock()
         self._creates = ThreadPoolExecutor(max_workers=CREATE_THREADS, thread_name_prefix="create")
+        self._answers: dict[tuple[str, str], _Answer] = {}  # (namespace, app) -> its driver's answer asked ahead
+        self._answers_lock = threading.Lock()
         self._secrets = ControlSecrets(
             lambda namespace, app: kube.read_secret_values(namespace, names.control_secret(app))
         )
@@ -130,13 +145,14 @@ class Reconciler:
         if body is None or body["metadata"].get("deletionTimestamp"):
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
+            self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
             unreadable.hold(self.kube, self.cache, body, view, self.clock())
             return None
         pods = self.cache.pods(namespace, name)
-        driver_status, unanswered = self._ask_driver(body, pods)
+        driver_status, unanswered = self._driver_answer(body, pods)
         with self._in_flight_lock:
             in_flight = frozenset(item for space, item in self._in_flight if space == namespace)
         observation = observe(
@@ -291,6 +307,36 @@ class Reconciler:
         if endpoint is None:
             return None
         return self.driver.status(endpoint)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
+
+    def ask_ahead(self, namespace: str, name: str) -> None:
+        """Ask the app's current driver for its status now, before a poll's reconciliation is queued, on a thread
+        that is not a reconcile worker (`WorkQueue`'s `prepare`): the reconciliation then uses this answer, so
+        a driver that waits out its timeout holds no worker. Nothing to ask: nothing is kept."""
+        body = self.cache.app(namespace, name)
+        pod = current_driver_pod(body, self.cache.pods(namespace, name)) if body is not None else None
+        if body is None or pod is None:
+            return
+        document, unanswered = self._ask_driver(body, [pod])
+        with self._answers_lock:
+            self._answers[(namespace, name)] = _Answer(_pod_identity(pod), time.monotonic(), document, unanswered)
+
+    def _answer_asked_ahead(self, namespace: str, name: str, pod: dict[str, Any] | None) -> _Answer | None:
+        """The answer asked ahead for the app (taken: used once), if it is fresh and from `pod`."""
+        with self._answers_lock:
+            answer = self._answers.pop((namespace, name), None)
+        if answer is None or pod is None or answer.pod != _pod_identity(pod):
+            return None
+        return answer if time.monotonic() - answer.at <= ANSWER_FRESH_SECONDS else None
+
+    def _driver_answer(
+        self, body: dict[str, Any], pods: list[dict[str, Any]]
+    ) -> tuple[contract.StatusDocument | None, bool]:
+        """`_ask_driver`'s answer, from `ask_ahead` when that asked the same driver moments ago."""
+        metadata = body["metadata"]
+        answer = self._answer_asked_ahead(metadata["namespace"], metadata["name"], current_driver_pod(body, pods))
+        if answer is not None:
+            return answer.document, answer.unanswered
+        return self._ask_driver(body, pods)
 
     def _ask_driver(
         self, body: dict[str, Any], pods: list[dict[str, Any]]
@@ -479,6 +525,11 @@ def endpoint_from(
     if not tls:
         return DriverEndpoint(address, token, certificate=None)
     return DriverEndpoint(address, token, certificate, names.control_server_name(app, namespace))
+
+
+def _pod_identity(pod: dict[str, Any]) -> tuple[str, str]:
+    metadata = pod["metadata"]
+    return str(metadata["name"]), str(metadata.get("uid") or "")
 
 
 def _after_status_write(plan: Plan) -> float:

@@ -13,6 +13,9 @@ driver that does not answer, the resync) waits behind every urgent key, and poll
 `workers - reserved` workers at once. So asking a thousand silent drivers again (each call can wait for
 its timeout) never keeps a new app's driver or a lost driver's replacement waiting for a worker; the
 polls themselves still run, as many at once as the rest of the workers allow.
+With `prepare` (the reconciler's `ask_ahead`: the call to the app's driver), a poll's slow part runs before the
+key is queued, on a pool of its own: a poll then holds a worker only for its reconciliation, which uses that
+answer, and a thousand silent drivers waiting out their timeouts hold no worker at all.
 
 How long each key waited between being queued and a worker taking it is reported to `on_wait` (lane, seconds):
 the operator's `headrace_queue_wait_seconds`, which tells a queue that grows from slow reconciles.
@@ -33,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 Lane = Literal["urgent", "poll"]
+PREPARE_THREADS = 64  # polls' driver calls at once (each waits at most its timeout; they hold no worker)
 URGENT_DELAY_SECONDS = 2.0  # a re-add due sooner than this after processing is the next step, not a poll
 
 
@@ -47,6 +51,8 @@ class WorkQueue:
         retry_base_seconds: float = 0.5,
         retry_max_seconds: float = 60.0,
         on_wait: Callable[[Lane, float], None] | None = None,
+        prepare: Callable[[Key], None] | None = None,
+        prepare_threads: int = PREPARE_THREADS,
     ) -> None:
         self._process = process
         self._workers = workers
@@ -66,6 +72,9 @@ class WorkQueue:
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
+        self._prepare = prepare
+        self._preparing: set[Key] = set()  # polls whose `prepare` runs (on its own pool) before they are queued
+        self._prepare_pool = ThreadPoolExecutor(max_workers=prepare_threads, thread_name_prefix="ask-ahead")
         self._running = 0
         self._idle = threading.Condition()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -134,7 +143,25 @@ class WorkQueue:
 
     def _fire(self, key: Key, poll: bool) -> None:
         self._timers.pop(key, None)
-        self._add(key, poll=poll)
+        if not poll or self._prepare is None or key in self._queued or key in self._processing:
+            self._add(key, poll=poll)
+        elif key not in self._preparing:
+            self._preparing.add(key)
+            self._prepare_pool.submit(self._run_prepare, key)
+
+    def _run_prepare(self, key: Key) -> None:
+        """A poll's `prepare` (off the workers), then the poll is queued; any thread of the prepare pool."""
+        assert self._prepare is not None
+        try:
+            self._prepare(key)
+        except Exception:  # the reconciliation then asks the driver itself
+            logger.exception("preparing the poll of %s/%s failed", *key)
+        finally:
+            self._on_loop(self._prepared, key)
+
+    def _prepared(self, key: Key) -> None:
+        self._preparing.discard(key)
+        self._add(key, poll=True)
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
@@ -190,3 +217,4 @@ class WorkQueue:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._prepare_pool.shutdown(wait=False, cancel_futures=True)

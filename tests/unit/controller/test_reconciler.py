@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import models, names
 from headrace.api import runtime_contract as contract
+from headrace.controller import reconciler as reconciler_module
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
 from headrace.controller.reconciler import Reconciler
 from headrace.core.plan import (
@@ -322,3 +323,39 @@ def test_a_terminating_driver_is_not_asked_for_its_status(deleting: bool, asked:
     document = reconciler._driver_status(body, [_running_driver_pod(deleting)])
     assert (document is not None) == asked
     assert asked_addresses == (["10.0.0.9"] if asked else [])
+
+
+def test_a_poll_uses_the_answer_asked_ahead_of_it_once_and_only_from_the_same_driver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ask_ahead` (off the reconcile workers) asks the driver; the poll's reconciliation right after uses that answer
+    instead of asking again; a later one, or one whose driver is another pod, asks itself."""
+    kube, driver, reconciler, _ = cluster()
+    body = app_body({"run": {"driverPod": DRIVER}})
+    kube.apps[(NAMESPACE, APP)] = body
+    metadata = {"name": DRIVER, "namespace": NAMESPACE, "uid": "pod-1", "labels": {names.APP: APP}}
+    pod = {**_running_driver_pod(), "metadata": metadata}
+    kube.pods[(NAMESPACE, DRIVER)] = pod
+    reconciler.ask_ahead(NAMESPACE, APP)
+    assert len(driver.endpoints) == 1
+    assert reconciler._driver_answer(body, [pod]) == (driver.document, False)
+    assert len(driver.endpoints) == 1  # not asked again
+    assert reconciler._driver_answer(body, [pod]) == (driver.document, False)
+    assert len(driver.endpoints) == 2  # used once: the next reconciliation asks
+
+    reconciler.ask_ahead(NAMESPACE, APP)
+    replaced = {**pod, "metadata": {**pod["metadata"], "uid": "pod-2"}}  # same name, another pod
+    reconciler._driver_answer(body, [replaced])
+    assert len(driver.endpoints) == 4
+
+    reconciler.ask_ahead(NAMESPACE, APP)
+    monkeypatch.setattr(reconciler_module, "ANSWER_FRESH_SECONDS", -1.0)  # too old
+    reconciler._driver_answer(body, [pod])
+    assert len(driver.endpoints) == 6
+
+
+def test_ask_ahead_asks_nobody_without_a_running_driver() -> None:
+    _, driver, reconciler, _ = cluster()
+    reconciler.ask_ahead(NAMESPACE, APP)  # the app has no driver pod
+    reconciler.ask_ahead(NAMESPACE, "gone")
+    assert driver.endpoints == []
