@@ -8,6 +8,7 @@ holds every input event exactly once.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -57,6 +58,13 @@ def _waiting_standby(app: scenario.AppHandle) -> Any:
     return None
 
 
+def _lease_wait(app: scenario.AppHandle, pod: str) -> str:
+    """How long the promoted standby waited for the driver Lease after its promotion (its runtime's log line)."""
+    found = re.search(r"driver Lease \S+: held by \S+ \(waited ([0-9.]+)s\)", _log(app, pod))
+    assert found is not None, f"{pod} never held the driver Lease"
+    return f"{found.group(1)}s"
+
+
 def _exists(app: scenario.AppHandle, name: str) -> bool:
     return any(pod.metadata.name == name for pod in app.pods(names.ROLE_DRIVER))
 
@@ -69,7 +77,9 @@ def test_a_deleted_driver_is_replaced_by_the_warm_standby(warm: scenario.AppHand
         warm.core.delete_namespaced_pod(old, warm.namespace)
         warm.wait(lambda: _current(warm) == standby.metadata.name, 120, "the standby as the current driver")
         warm.wait(lambda: warm.commits_after(deleted_at + 1), 300, "a batch committed by the promoted standby")
-        print(f"driver deleted -> first batch of the promoted standby: {time.monotonic() - clock:.1f}s")
+        took = time.monotonic() - clock
+        print(f"driver deleted -> first batch of the promoted standby: {took:.1f}s", end="")
+        print(f" (of which waiting for the driver Lease after the promotion: {_lease_wait(warm, _current(warm))})")
     reasons = [event.reason for event in warm.core.list_namespaced_event(warm.namespace).items]
     assert "PromotingStandby" in reasons and "StandbyPromoted" in reasons
 
@@ -95,7 +105,9 @@ def test_a_frozen_driver_is_gone_before_the_standby_is_promoted(warm: scenario.A
         assert not overlaps, f"the standby was promoted while the frozen driver's pod existed ({overlaps})"
         warm.wait(lambda: _current(warm) == standby.metadata.name, 60, "the standby as the current driver")
         warm.wait(lambda: warm.commits_after(promoted_at), 300, "a batch committed by the promoted standby")
-        print(f"driver frozen -> first batch of the promoted standby: {time.monotonic() - frozen_at:.1f}s")
+        took = time.monotonic() - frozen_at
+        print(f"driver frozen -> first batch of the promoted standby: {took:.1f}s", end="")
+        print(f" (of which waiting for the driver Lease after the promotion: {_lease_wait(warm, _current(warm))})")
     assert warm.status()["restarts"]["lastFailureReason"] == "DriverUnresponsive"
 
 

@@ -204,7 +204,7 @@ class LeaseGuard:
             self._report("failing", None, f"reading or writing the Lease {self.api.name} failed: {error}")
             return
         if holding:
-            self._renewed = time.monotonic()
+            self._renewed, self._reported = time.monotonic(), None
             if not self._held.is_set():
                 waited = time.monotonic() - (self._waiting_since or self._renewed)
                 log.info("driver Lease %s: held by %s (waited %.2fs)", self.api.name, self.identity, waited)
