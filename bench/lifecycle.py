@@ -196,11 +196,6 @@ LEGACY_SPARK_CONF = {
 }
 
 
-def _first_batch_events(app: scenario.AppHandle) -> list[str]:
-    events = app.core.list_namespaced_event(app.namespace, field_selector="reason=FirstBatch").items
-    return [str(event.message) for event in sorted(events, key=lambda event: str(event.last_timestamp))]
-
-
 def _standby_waits(app: scenario.AppHandle) -> bool:
     """A standby beside the current driver waits at its script's first query start."""
     current = _driver(app)
@@ -214,7 +209,7 @@ def _standby_waits(app: scenario.AppHandle) -> bool:
 def _new_first_batch_events(app: scenario.AppHandle, seen: set[str], timeout: float = 30) -> list[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        new = [message for message in _first_batch_events(app) if message not in seen]
+        new = [message for message in app.first_batch_events() if message not in seen]
         if new:
             return new
         time.sleep(1)
@@ -252,7 +247,7 @@ def recoveries(
             app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
             if standby:
                 app.wait(lambda: _standby_waits(app), 900, "a standby at its gate")
-            seen = set(_first_batch_events(app))
+            seen = set(app.first_batch_events())
             phases = _one_recovery(app)
             print(f"recovery {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
             results.append(phases)

@@ -1,5 +1,6 @@
-"""The chaos run: the quick start's example on Kafka with a producer, faults injected one after another, and after
-each an independent read of the sink. Shared by tests/e2e/test_chaos.py (one of each kind) and bench/chaos.py.
+"""The chaos run: the quick start's example on Kafka with a producer, faults injected one after another (or in
+groups injected at one moment), and after each an independent read of the sink. Shared by tests/e2e/test_chaos.py
+(by default every kind once in testbed.faults' groups; one by one with HEADRACE_CHAOS=1) and bench/chaos.py.
 
 Owns: deploying the example for chaos (the quick start's own `apply_example`: Kafka source, state in the S3
 bucket; a short heartbeat timeout so a frozen driver is replaced within the run), injecting each fault of a
@@ -13,6 +14,8 @@ What "recovered" means per kind (seconds from the injection; for the 30 s outage
 - API server stopped: the API answers, a live operator renewed the Lease, a batch was committed since;
 - S3 server stopped: a batch committed since, the app Running;
 - operator restart during a savepoint: that StreamingSavepoint Succeeded.
+In a group, each recovery is awaited side by side with the others and timed from its own injection the same way,
+so it includes whatever the group's other faults cost it (an outage's return, for one).
 Never: asserts (the test does) or prints (the test and the bench do).
 """
 
@@ -25,6 +28,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -94,17 +98,36 @@ class Figures:
         return [outcome for outcome in self.outcomes if outcome.person]
 
 
+@dataclass
+class _Armed:
+    """One fault made ready: `fire` injects it without waiting; `recover(since)` waits for its recovery and times it
+    from `since` (the injection; for an outage, its service's return after `end`)."""
+
+    fire: Callable[[], object]
+    recover: Callable[[float], Outcome]
+    end: Callable[[], object] | None = None
+    since: float = 0.0
+
+
 @contextlib.contextmanager
-def chaos_app(target: Environment, files: int = 5) -> Iterator[scenario.AppHandle]:
-    """The quick start's example (Kafka topic and namespace of its own, state in the bucket), committing batches;
-    its namespace is deleted afterwards."""
+def chaos_app(
+    target: Environment, files: int = 5, heartbeat_timeout: str = HEARTBEAT_TIMEOUT, partitions: int = 8
+) -> Iterator[scenario.AppHandle]:
+    """The quick start's example (Kafka topic and namespace of its own, state in the bucket in `partitions` state
+    partitions, the restart policy's `heartbeat_timeout`), committing batches; its namespace is deleted
+    afterwards."""
     namespace = f"chaos-{uuid.uuid4().hex[:6]}"
     example = scenario.windowed_counts_manifest(target.data_root)  # its restart policy, plus the heartbeat timeout
-    policy = {**example["spec"]["restartPolicy"], "heartbeatTimeout": HEARTBEAT_TIMEOUT}
+    policy = {**example["spec"]["restartPolicy"], "heartbeatTimeout": heartbeat_timeout}
     with target.api_client() as api:
         try:
             data, clicks = quickstart.apply_example(
-                target, files, namespace=namespace, topic=namespace, restartPolicy=policy
+                target,
+                files,
+                namespace=namespace,
+                topic=namespace,
+                restartPolicy=policy,
+                state={"partitions": partitions},
             )
             handle = scenario.AppHandle(api, namespace, data)
             handle.input = clicks
@@ -114,7 +137,7 @@ def chaos_app(target: Environment, files: int = 5) -> Iterator[scenario.AppHandl
             delete_namespace(api, namespace)
 
 
-def _retrying(check: Callable[[], Any]) -> Any:
+def retrying(check: Callable[[], Any]) -> Any:
     """`check()`, or None while the API server (or anything it reads) does not answer."""
     try:
         return check()
@@ -126,7 +149,7 @@ def _until(check: Callable[[], Any], timeout: float) -> float | None:
     """Poll `check` until truthy; the wall-clock time it first was, None after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _retrying(check):
+        if retrying(check):
             return time.time()
         time.sleep(POLL_SECONDS)
     return None
@@ -184,18 +207,59 @@ class Chaos:
     def settle(self, timeout: float = 300) -> None:
         """After the run: an operator leads again (the tests after it need one; an API outage can leave the
         operator in the kubelet's crash-loop backoff for a while)."""
-        self.app.wait(lambda: _retrying(lambda: operator_pods.leader_pod(self.api)), timeout, "an operator leading")
+        self.app.wait(lambda: retrying(lambda: operator_pods.leader_pod(self.api)), timeout, "an operator leading")
 
     def one(self, fault: faults.Fault) -> Outcome:
         """After the fault's pause: inject it, wait for the recovery, check the sink."""
-        time.sleep(fault.pause)
-        outcome = self.inject(fault.kind)
-        outcome.check = self.check_sink()
+        (outcome,) = self.together(faults.Group((fault.kind,), fault.pause))
         return outcome
 
-    def inject(self, kind: str) -> Outcome:
-        """Inject one fault now and wait for the recovery (stepping in, as a person would, if there is none)."""
-        injectors: dict[str, Callable[[], Outcome]] = {
+    def together(self, group: faults.Group) -> list[Outcome]:
+        """After the group's pause: inject its faults at one moment, wait for every recovery, check the sink once
+        (the check is every outcome's)."""
+        time.sleep(group.pause)
+        outcomes = self.inject(*group.kinds)
+        check = self.check_sink()
+        for outcome in outcomes:
+            outcome.check = check
+        return outcomes
+
+    def inject(self, *kinds: str) -> list[Outcome]:
+        """Inject faults now, together, and wait for each recovery (stepping in, as a person would, if there is
+        none). Each is first armed (what it acts on is read while everything answers), then the instant ones are
+        fired, then the outages begin; once the outages are over, the recoveries are awaited side by side, each
+        timed from its own injection (an outage's from its service's return)."""
+        self._steady()
+        armed = [self._arm(kind) for kind in kinds]
+        instant = [fault for fault in armed if fault.end is None]
+        outages = [fault for fault in armed if fault.end is not None]
+        for fault in instant:
+            fault.since = time.time()
+            fault.fire()
+        if outages:
+            begun: list[_Armed] = []
+            try:
+                for fault in outages:
+                    fault.fire()
+                    begun.append(fault)
+                time.sleep(self.outage_seconds)
+            finally:
+                for fault in begun:
+                    assert fault.end is not None
+                    fault.end()
+                    fault.since = time.time()
+        if len(armed) == 1:
+            return [armed[0].recover(armed[0].since)]
+        with ThreadPoolExecutor(len(armed)) as pool:
+            outcomes = list(pool.map(lambda fault: fault.recover(fault.since), armed))
+        others = {outcome.kind for outcome in outcomes}
+        for outcome in outcomes:
+            together = ", ".join(sorted(others - {outcome.kind}))
+            outcome.note = f"{outcome.note}; with {together}" if outcome.note else f"with {together}"
+        return outcomes
+
+    def _arm(self, kind: str) -> _Armed:
+        armers: dict[str, Callable[[], _Armed]] = {
             faults.DRIVER_POD_DELETED: self._driver_pod_deleted,
             faults.DRIVER_SIGKILL: self._driver_sigkill,
             faults.EXECUTOR_DELETED: self._executor_deleted,
@@ -205,18 +269,17 @@ class Chaos:
             faults.DRIVER_SIGSTOP: self._driver_sigstop,
             faults.OPERATOR_RESTART_IN_SAVEPOINT: self._operator_restart_in_savepoint,
         }
-        self._steady()
-        return injectors[kind]()
+        return armers[kind]()
 
     def _steady(self) -> None:
         """Before a fault: the app Running with a driver and an executor, committing batches."""
         app = self.app
-        app.wait(lambda: _retrying(lambda: app.status().get("phase") == "Running"), 300, "phase Running")
+        app.wait(lambda: retrying(lambda: app.status().get("phase") == "Running"), 300, "phase Running")
         app.wait(lambda: app.running(names.ROLE_DRIVER) and app.running(names.ROLE_EXECUTOR), 300, "driver, executor")
         since = time.time()
         app.wait(lambda: app.commits_after(since), 120, "a batch before the next fault")
 
-    # --- the faults -----------------------------------------------------------------------------
+    # --- the faults: each armed (what it acts on read now), fired later, its recovery awaited after ---------
 
     def _driver(self) -> Any:
         return self.app.running(names.ROLE_DRIVER)[0]
@@ -225,7 +288,7 @@ class Chaos:
         """Recovered when a driver other than `old` commits a batch; otherwise a person steps in."""
         try:
             recovery = self.app.first_commit_of_new_driver(injected, old, self.recovery_timeout)
-            return Outcome(kind, recovery, note=_retrying(lambda: self._new_driver_phases(injected)) or "")
+            return Outcome(kind, recovery, note=retrying(lambda: self._new_driver_phases(injected)) or "")
         except AssertionError:
             action = person()
             self.app.first_commit_of_new_driver(injected, old, self.recovery_timeout)
@@ -246,47 +309,58 @@ class Chaos:
 
         return act
 
-    def _driver_pod_deleted(self) -> Outcome:
+    def _new_driver_after(self, kind: str, old: str, fire: Callable[[], object], person: Callable[[], str]) -> _Armed:
+        return _Armed(fire, lambda injected: self._new_driver_commits(kind, injected, old, person))
+
+    def _driver_pod_deleted(self) -> _Armed:
         old = self._driver().metadata.name
-        injected = time.time()
-        self.app.core.delete_namespaced_pod(old, self.app.namespace)
-        return self._new_driver_commits(faults.DRIVER_POD_DELETED, injected, old, self._delete_driver_by_hand(old))
+        return self._new_driver_after(
+            faults.DRIVER_POD_DELETED,
+            old,
+            lambda: self.app.core.delete_namespaced_pod(old, self.app.namespace),
+            self._delete_driver_by_hand(old),
+        )
 
-    def _driver_sigkill(self) -> Outcome:
+    def _driver_sigkill(self) -> _Armed:
         pod = self._driver()
-        injected = time.time()
-        faults.signal_container(faults.container_id(pod), signal.SIGKILL, only="java")
-        old = pod.metadata.name
-        return self._new_driver_commits(faults.DRIVER_SIGKILL, injected, old, self._delete_driver_by_hand(old))
+        container, old = faults.container_id(pod), pod.metadata.name
+        return self._new_driver_after(
+            faults.DRIVER_SIGKILL,
+            old,
+            lambda: faults.signal_container(container, signal.SIGKILL, only="java"),
+            self._delete_driver_by_hand(old),
+        )
 
-    def _driver_sigstop(self) -> Outcome:
+    def _driver_sigstop(self) -> _Armed:
         pod = self._driver()
-        container = faults.container_id(pod)
-        injected = time.time()
-        faults.signal_container(container, signal.SIGSTOP)
-        old = pod.metadata.name
+        container, old = faults.container_id(pod), pod.metadata.name
 
         def thaw_and_delete() -> str:
             with contextlib.suppress(RuntimeError):
                 faults.signal_container(container, signal.SIGCONT)
             return self._delete_driver_by_hand(old)() + " (after SIGCONT)"
 
-        return self._new_driver_commits(faults.DRIVER_SIGSTOP, injected, old, thaw_and_delete)
+        return self._new_driver_after(
+            faults.DRIVER_SIGSTOP, old, lambda: faults.signal_container(container, signal.SIGSTOP), thaw_and_delete
+        )
 
-    def _executor_deleted(self) -> Outcome:
+    def _executor_deleted(self) -> _Armed:
         app = self.app
         old = app.running(names.ROLE_EXECUTOR)[0].metadata.name
-        injected = time.time()
-        app.core.delete_namespaced_pod(old, app.namespace)
 
         def replaced() -> bool:
             return any(pod.metadata.name != old for pod in app.running(names.ROLE_EXECUTOR))
 
-        running = _until(replaced, self.recovery_timeout)
-        if running is None:
-            return Outcome(faults.EXECUTOR_DELETED, None, "nothing replaced the executor", note="no executor")
-        stamps = app.wait(lambda: app.commit_times_after(running), self.recovery_timeout, "a batch on the new executor")
-        return Outcome(faults.EXECUTOR_DELETED, stamps[0] - injected)
+        def recover(injected: float) -> Outcome:
+            running = _until(replaced, self.recovery_timeout)
+            if running is None:
+                return Outcome(faults.EXECUTOR_DELETED, None, "nothing replaced the executor", note="no executor")
+            stamps = app.wait(
+                lambda: app.commit_times_after(running), self.recovery_timeout, "a batch on the new executor"
+            )
+            return Outcome(faults.EXECUTOR_DELETED, stamps[0] - injected)
+
+        return _Armed(lambda: app.core.delete_namespaced_pod(old, app.namespace), recover)
 
     def _leads_since(self, moment: float) -> bool:
         """A live operator pod holds the Lease and renewed it after `moment` (a dead process renews nothing)."""
@@ -295,15 +369,17 @@ class Chaos:
         ready = pod is not None and all(status.ready for status in pod.status.container_statuses or [])
         return bool(ready and renewed is not None and renewed > moment + 1)
 
-    def _operator_leader_killed(self) -> Outcome:
+    def _operator_leader_killed(self) -> _Armed:
         leader = self.app.wait(lambda: operator_pods.leader_pod(self.api), 120, "the operator's leader")
         container = faults.container_id(leader)
-        injected = time.time()
-        faults.signal_container(container, signal.SIGKILL)
-        back = _until(lambda: self._leads_since(injected), self.recovery_timeout)
-        if back is None:
-            return self._restart_operator_by_hand(faults.OPERATOR_LEADER_KILLED)
-        return Outcome(faults.OPERATOR_LEADER_KILLED, back - injected)
+
+        def recover(injected: float) -> Outcome:
+            back = _until(lambda: self._leads_since(injected), self.recovery_timeout)
+            if back is None:
+                return self._restart_operator_by_hand(faults.OPERATOR_LEADER_KILLED)
+            return Outcome(faults.OPERATOR_LEADER_KILLED, back - injected)
+
+        return _Armed(lambda: faults.signal_container(container, signal.SIGKILL), recover)
 
     def _restart_operator_by_hand(self, kind: str) -> Outcome:
         for pod in operator_pods.operator_pods(self.api):
@@ -311,30 +387,33 @@ class Chaos:
         self.app.wait(lambda: operator_pods.leader_pod(self.api), 300, "an operator leading again")
         return Outcome(kind, None, "deleted the operator's pods", note="no operator led again")
 
-    def _apiserver_stopped(self) -> Outcome:
-        plane = self.control_plane
-        _, back = faults.outage(plane.stop_apiserver, plane.start_apiserver, self.outage_seconds)
-        app = self.app
-        recovered = _until(lambda: self._leads_since(back) and app.commits_after(back), self.recovery_timeout)
-        if recovered is None:
-            return self._restart_operator_by_hand(faults.APISERVER_STOPPED)
-        return Outcome(faults.APISERVER_STOPPED, recovered - back, note=f"stopped {self.outage_seconds:.0f}s")
+    def _apiserver_stopped(self) -> _Armed:
+        plane, app = self.control_plane, self.app
 
-    def _object_store_stopped(self) -> Outcome:
-        store = self.object_store
-        _, back = faults.outage(store.stop_server, store.start_server, self.outage_seconds)
-        app = self.app
+        def recover(back: float) -> Outcome:
+            recovered = _until(lambda: self._leads_since(back) and app.commits_after(back), self.recovery_timeout)
+            if recovered is None:
+                return self._restart_operator_by_hand(faults.APISERVER_STOPPED)
+            return Outcome(faults.APISERVER_STOPPED, recovered - back, note=f"stopped {self.outage_seconds:.0f}s")
 
-        def committing() -> bool:
+        return _Armed(plane.stop_apiserver, recover, end=plane.start_apiserver)
+
+    def _object_store_stopped(self) -> _Armed:
+        store, app = self.object_store, self.app
+
+        def committing(back: float) -> bool:
             return bool(app.commit_times_after(back)) and app.status().get("phase") == "Running"
 
-        recovered = _until(committing, self.recovery_timeout)
-        if recovered is None:
-            old = self._driver().metadata.name
-            action = self._delete_driver_by_hand(old)()
-            return Outcome(faults.OBJECT_STORE_STOPPED, None, action, note="no batch after S3 returned")
-        first = app.commit_times_after(back)[0]
-        return Outcome(faults.OBJECT_STORE_STOPPED, first - back, note=f"stopped {self.outage_seconds:.0f}s")
+        def recover(back: float) -> Outcome:
+            recovered = _until(lambda: committing(back), self.recovery_timeout)
+            if recovered is None:
+                old = self._driver().metadata.name
+                action = self._delete_driver_by_hand(old)()
+                return Outcome(faults.OBJECT_STORE_STOPPED, None, action, note="no batch after S3 returned")
+            first = app.commit_times_after(back)[0]
+            return Outcome(faults.OBJECT_STORE_STOPPED, first - back, note=f"stopped {self.outage_seconds:.0f}s")
+
+        return _Armed(store.stop_server, recover, end=store.start_server)
 
     def _savepoints(self) -> dict[str, dict[str, Any]]:
         listed: Any = self.app.custom.list_namespaced_custom_object(
@@ -343,7 +422,8 @@ class Chaos:
         items: list[dict[str, Any]] = listed["items"]
         return {item["metadata"]["name"]: item for item in items}
 
-    def _operator_restart_in_savepoint(self) -> Outcome:
+    def _operator_restart_in_savepoint(self) -> _Armed:
+        """Armed once the triggered savepoint has begun; fired: the leader's pod deleted while the driver copies."""
         kind, app = faults.OPERATOR_RESTART_IN_SAVEPOINT, self.app
         before = set(self._savepoints())
         nonce = int(app.app()["spec"].get("savepoints", {}).get("triggerNonce", 0)) + 1
@@ -358,29 +438,30 @@ class Chaos:
             return None
 
         deadline = time.monotonic() + 120
-        while not (found := _retrying(begun)) and time.monotonic() < deadline:
+        while not (found := retrying(begun)) and time.monotonic() < deadline:
             time.sleep(0.1)  # the restart has to land while the driver copies: look often
         if not isinstance(found, tuple):
             raise AssertionError(f"the triggered savepoint never began\n{app.diagnostics()}")
         name, phase = found
         leader = app.wait(lambda: operator_pods.leader_pod(self.api), 60, "the operator's leader")
-        injected = time.time()
-        app.core.delete_namespaced_pod(leader.metadata.name, OPERATOR_NAMESPACE)
         note = f"savepoint {phase} when the operator pod was deleted"
 
         def settled() -> str | None:
             phase = (self._savepoints()[name].get("status") or {}).get("phase")
             return str(phase) if phase in ("Succeeded", "Failed") else None
 
-        done = _until(settled, self.recovery_timeout)
-        final = _retrying(settled)
-        if done is not None and final == "Succeeded":
-            return Outcome(kind, done - injected, note=note)
-        message = _retrying(lambda: self._savepoints()[name]["status"].get("message")) or "no outcome"
-        app.patch_spec({"savepoints": {"triggerNonce": nonce + 1}})  # the person asks again
-        earlier = {None, name, (app.status().get("latestSavepoint") or {}).get("name")}
-        app.wait(lambda: (app.status().get("latestSavepoint") or {}).get("name") not in earlier, 300, "a savepoint")
-        return Outcome(kind, None, f"triggered the savepoint again ({message})", note=note)
+        def recover(injected: float) -> Outcome:
+            done = _until(settled, self.recovery_timeout)
+            final = retrying(settled)
+            if done is not None and final == "Succeeded":
+                return Outcome(kind, done - injected, note=note)
+            message = retrying(lambda: self._savepoints()[name]["status"].get("message")) or "no outcome"
+            app.patch_spec({"savepoints": {"triggerNonce": nonce + 1}})  # the person asks again
+            earlier = {None, name, (app.status().get("latestSavepoint") or {}).get("name")}
+            app.wait(lambda: (app.status().get("latestSavepoint") or {}).get("name") not in earlier, 300, "a savepoint")
+            return Outcome(kind, None, f"triggered the savepoint again ({message})", note=note)
+
+        return _Armed(lambda: app.core.delete_namespaced_pod(leader.metadata.name, OPERATOR_NAMESPACE), recover)
 
     # --- the sink -------------------------------------------------------------------------------
 

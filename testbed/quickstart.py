@@ -99,7 +99,10 @@ def use_bucket(target: Environment, data: Path, manifest: dict[str, Any], namesp
         storage = objectstore.storage_for(api, namespace)
     if storage is None:
         return
-    manifest["spec"]["state"] = {**storage.state, "backend": manifest["spec"]["state"].get("backend", "rocksdb")}
+    state_spec = manifest["spec"]["state"]
+    manifest["spec"]["state"] = {**storage.state, "backend": state_spec.get("backend", "rocksdb")}
+    if "partitions" in state_spec:
+        manifest["spec"]["state"]["partitions"] = state_spec["partitions"]
     state = data / "state"
     bucket_state = storage.host_path(storage.state["checkpointDir"])
     if state.is_symlink():

@@ -398,6 +398,11 @@ class AppHandle:
 
         return min(self.wait(committed, timeout, "a batch by the new driver")) - moment
 
+    def first_batch_events(self) -> list[str]:
+        """The operator's FirstBatch events in its namespace (where each attempt's start-up went), oldest first."""
+        events = self.core.list_namespaced_event(self.namespace, field_selector="reason=FirstBatch").items
+        return [str(event.message) for event in sorted(events, key=lambda event: str(event.last_timestamp))]
+
     def diagnostics(self) -> str:
         """Status, events, the operator's log and the tail of each pod's log, for failure messages."""
         status = {key: value for key, value in self.status().items() if not key.startswith("last")}

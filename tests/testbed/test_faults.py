@@ -75,3 +75,22 @@ def test_after_a_fault_a_window_missing_behind_the_newest_is_lost_and_one_after_
     check = sink.compare(lost, expected, sink.emitted_by_now(expected, lost))
     assert check.missing == [("2026-11-21 12:00:00", "/signup")], "missing behind the newest window: lost"
     assert sink.emitted_by_now(expected, []) == set()
+
+
+def test_the_short_run_injects_every_kind_once_in_groups_and_a_seed_replays_their_order() -> None:
+    groups = faults.grouped(seed=3, pauses=(0.5, 2.0))
+    kinds = [kind for group in groups for kind in group.kinds]
+    assert sorted(kinds) == sorted(faults.KINDS), "every kind exactly once"
+    assert len(groups) < len(faults.KINDS), "some faults overlap"
+    assert all(0.5 <= group.pause <= 2.0 for group in groups)
+    assert faults.grouped(seed=3, pauses=(0.5, 2.0)) == groups
+    assert len({tuple(group.kinds for group in faults.grouped(seed)) for seed in range(20)}) > 1
+    drivers = {faults.DRIVER_POD_DELETED, faults.DRIVER_SIGKILL, faults.DRIVER_SIGSTOP}
+    assert all(len(drivers & set(group.kinds)) <= 1 for group in groups), "one driver to act on per group"
+
+
+def test_the_long_run_is_one_fault_per_group() -> None:
+    schedule = faults.schedule(1, seed=5)
+    assert [(group.kinds, group.pause) for group in faults.one_by_one(schedule)] == [
+        ((fault.kind,), fault.pause) for fault in schedule
+    ]
