@@ -54,31 +54,34 @@ def test_a_new_run_starts_with_nothing_expected() -> None:
     assert created and created[0].run == 2 and created[0].expected_commits == ()
 
 
-def test_checkpoint_behind_exit_fails_the_app_with_the_fix() -> None:
+@pytest.mark.parametrize(
+    ("reason", "message", "fix", "not_offered"),
+    [
+        (
+            "CheckpointBehind",
+            "query q0: the checkpoint s3a://x/q0 has no commits, but earlier attempts of this run committed batch 4",
+            "upgradeMode stateless",
+            "new output path",
+        ),
+        (
+            "SinkAhead",
+            "query q0: the file sink /out already logged batches up to 3 in its _spark_metadata, but ...",
+            "new output path",
+            "upgradeMode stateless",  # a new run against the same output would be refused too
+        ),
+    ],
+)
+def test_a_refused_start_fails_the_app_with_its_own_fix(reason: str, message: str, fix: str, not_offered: str) -> None:
     status = step(None, seen()).status
     status = step(status, reporting(("q0", 4)), later(1)).status
-    message = "query q0: the checkpoint s3a://x/q0 has no commits, but earlier attempts of this run committed batch 4"
-    exited = pod(phase="Failed", exit_code=contract.EXIT_CHECKPOINT_BEHIND, reason="CheckpointBehind", message=message)
+    exited = pod(phase="Failed", exit_code=contract.EXIT_CHECKPOINT_BEHIND, reason=reason, message=message)
     plan = step(status, seen(exited), later(10))
     assert plan.status.phase == "Failed"
     assert plan.actions == ()
     degraded = next(c for c in plan.status.conditions if c.type == "Degraded")
-    assert degraded.reason == "CheckpointBehind"
-    assert "committed batch 4" in degraded.message and "restartNonce" in degraded.message
-    assert "upgradeMode stateless" in degraded.message
-
-
-def test_a_sink_ahead_exit_fails_the_app_with_the_sinks_fix() -> None:
-    status = step(None, seen()).status
-    message = "query q0: the file sink /out already logged batches up to 3 in its _spark_metadata, but ..."
-    exited = pod(phase="Failed", exit_code=contract.EXIT_CHECKPOINT_BEHIND, reason="SinkAhead", message=message)
-    plan = step(status, seen(exited), later(10))
-    assert plan.status.phase == "Failed"
-    assert plan.actions == ()
-    degraded = next(c for c in plan.status.conditions if c.type == "Degraded")
-    assert degraded.reason == "SinkAhead"
-    assert "new output path" in degraded.message and "restartNonce" in degraded.message
-    assert "upgradeMode stateless" not in degraded.message  # a new run against the same output would be refused too
+    assert degraded.reason == reason
+    assert message in degraded.message and "restartNonce" in degraded.message
+    assert fix in degraded.message and not_offered not in degraded.message
 
 
 @pytest.mark.parametrize(
