@@ -440,6 +440,7 @@ class Reconciler:
         created = self._create_all([secret, *independent])
         if created[0] is None:
             self._complete_control_secret(attempt)
+        self._secrets.forget(attempt.namespace, attempt.app)  # and a read made meanwhile (`ask_ahead`) is not kept
         for obj in [secret, *independent]:
             failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")
         if (attempt.run, attempt.attempt) != (1, 1):
