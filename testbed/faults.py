@@ -63,13 +63,14 @@ def schedule(
 # The short run (CI): every kind once, in groups injected at the same moment, so that the outages and the faults
 # that need no new driver overlap the slow ones instead of following them. A group never holds two faults that
 # need the same thing to act on (one driver, one operator): the S3 outage stalls commits while the executor is
-# replaced and the operator's leader restarts; the driver is SIGKILLed while the API server is away, so the
-# operator can only replace it once the API answers again. The three that need a new driver each stay a group.
+# replaced and the operator's leader restarts; the driver is frozen while the API server is away, so the outage
+# overlaps the heartbeat timeout the freeze waits out anyway, and the operator can only replace the driver once
+# the API answers again. The three that need a new driver each stay in a group of their own otherwise.
 SHORT_GROUPS: tuple[tuple[str, ...], ...] = (
     (OBJECT_STORE_STOPPED, EXECUTOR_DELETED, OPERATOR_LEADER_KILLED),
-    (APISERVER_STOPPED, DRIVER_SIGKILL),
+    (APISERVER_STOPPED, DRIVER_SIGSTOP),
     (DRIVER_POD_DELETED,),
-    (DRIVER_SIGSTOP,),
+    (DRIVER_SIGKILL,),
     (OPERATOR_RESTART_IN_SAVEPOINT,),
 )
 
