@@ -226,18 +226,27 @@ def test_cluster_wide_rbac_covers_the_operator(kube_api: ApiClient, namespace: s
         assert rbac.missing(cluster - {Need("", "events", "list"), Need("", "events", "watch")}, None) == []
         assert rbac.missing(CLUSTER_NEEDS_ALWAYS, None) == []
         assert [need for need in NEVER if rbac.allowed(need, "any-namespace")] == []
-        _check_lease_rbac(rbac, namespace, manifests)
+        _check_lease_rbac(rbac, namespace, manifests, apps_everywhere=True)
 
 
-def _check_lease_rbac(rbac: InstalledRbac, namespace: str, manifests: list[dict[str, Any]]) -> None:
-    """The leader-election Lease: every call the operator makes, on its Lease in the release namespace only."""
+def _check_lease_rbac(
+    rbac: InstalledRbac, namespace: str, manifests: list[dict[str, Any]], *, apps_everywhere: bool = False
+) -> None:
+    """The leader-election Lease: every call the operator makes, on its Lease in the release namespace only.
+
+    Where the operator manages apps it also creates, reads and updates their driver Leases (apps with a warm
+    standby), so cluster-wide it holds exactly those Lease rights in every namespace: nothing beyond them."""
     (deployment,) = by_kind(manifests, "Deployment")
     name = operator_environ(deployment, "pod", namespace)["HEADRACE_LEADER_ELECTION_LEASE"]
     needs = lease_needs()
     assert {need.verb for need in needs} == {"get", "create", "update"}
     assert rbac.missing(needs, namespace, name) == []
-    assert sorted(need for need in needs if rbac.allowed(need, "elsewhere", name)) == []
-    assert sorted(need for need in needs if need.verb != "create" and rbac.allowed(need, namespace, "other")) == []
+    driver_leases = {need for need in namespaced_needs() if need.resource == "leases"} if apps_everywhere else set()
+    assert sorted(need for need in needs if rbac.allowed(need, "elsewhere", name) and need not in driver_leases) == []
+    beyond = [need for need in needs if need.verb != "create" and need not in driver_leases]
+    assert sorted(need for need in beyond if rbac.allowed(need, namespace, "other")) == []
+    for verb in ("delete", "patch", "list", "watch"):  # never more than the driver Leases need
+        assert not rbac.allowed(Need("coordination.k8s.io", "leases", verb), "elsewhere", name), verb
 
 
 def test_watched_namespace_rbac_covers_the_operator_there_only(
