@@ -10,25 +10,16 @@ Never: decides who leads (that is `headrace.core.election`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.adapters.kube import release
-from headrace.core.election import LeaseRecord, lease_record, lease_spec
+from headrace.core.election import LeaseRecord, StoredLease, lease_record, lease_spec
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
-
-
-@dataclass(frozen=True)
-class StoredLease:
-    """A Lease as read: its record and the resourceVersion to guard a replace with."""
-
-    record: LeaseRecord
-    resource_version: str
 
 
 class LeaseClient:

@@ -33,6 +33,14 @@ class LeaseRecord:
     transitions: int = 0
 
 
+@dataclass(frozen=True)
+class StoredLease:
+    """A Lease as read: its record and the resourceVersion to guard a replace with."""
+
+    record: LeaseRecord
+    resource_version: str
+
+
 class Action(enum.Enum):
     """What to write to the Lease."""
 

@@ -20,10 +20,15 @@ from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import DeletePod, PromoteDriver
 
 
+def wanted(spec: StreamingAppSpec) -> bool:
+    """Whether the app runs a warm standby (enabled, and a continuous job: a bounded one has nothing to take over)."""
+    return spec.standby.enabled and spec.mode == "continuous"
+
+
 def guarded(spec: StreamingAppSpec) -> bool:
     """Whether the app's drivers hold its driver Lease to write (names.driver_lease, HEADRACE_DRIVER_LEASE): with a
     warm standby, the one case where the operator keeps a second driver of the run alive beside the writing one."""
-    return spec.standby.enabled and spec.mode == "continuous"
+    return wanted(spec)
 
 
 def _running_spec(builder: Builder) -> StreamingAppSpec | None:
@@ -36,7 +41,7 @@ def kept(builder: Builder, spec: StreamingAppSpec, observation: Observation, run
     pod = observation.driver(run.number, run.attempt + 1)
     if running is None or pod is None or not pod.standby or pod.terminated or pod.deleting:
         return None
-    if not spec.standby.enabled or spec.mode != "continuous" or pod.spec_hash != spec_hash(running):
+    if not wanted(spec) or pod.spec_hash != spec_hash(running):
         return None
     return pod
 
@@ -69,7 +74,7 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
         return
     running = _running_spec(builder)
     committed = observation.progress is not None and bool(observation.progress.committed)
-    if following is None and running is not None and committed and spec.standby.enabled and spec.mode == "continuous":
+    if following is None and running is not None and committed and wanted(spec):
         following_run = run.model_copy(update={"attempt": run.attempt + 1})
         builder.actions.append(ensure(running, following_run, expected_commits(builder), standby=True))
         builder.event("StandbyStarting", f"warm standby driver for attempt {run.attempt + 1} of run {run.number}")

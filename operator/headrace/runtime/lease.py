@@ -42,14 +42,6 @@ class LeaseApiError(Exception):
 
 
 @dataclass(frozen=True)
-class StoredLease:
-    """The Lease as read: its record and the resourceVersion a replace must carry."""
-
-    record: election.LeaseRecord
-    resource_version: str
-
-
-@dataclass(frozen=True)
 class LeaseTiming:
     """The Lease's duration, the holder's renew deadline and how often it renews (client-go's 15/10/2 ratios)."""
 
@@ -98,12 +90,12 @@ class LeaseApi:
                 return error.code, {}
             raise LeaseApiError(f"{method} Lease {self.namespace}/{self.name}: HTTP {error.code} {detail}") from None
 
-    def get_lease(self) -> StoredLease | None:
+    def get_lease(self) -> election.StoredLease | None:
         """The Lease, or None when there is none."""
         code, body = self._call("GET")
         if code == HTTP_NOT_FOUND:
             return None
-        return StoredLease(election.lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
+        return election.StoredLease(election.lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
     def replace_lease(self, record: election.LeaseRecord, resource_version: str) -> bool:
         """Write `record` over the version read; False when the Lease changed since (or is gone)."""
@@ -172,7 +164,7 @@ class LeaseGuard:
         """Block until this driver holds the Lease (True) or `timeout` passed (False)."""
         return self._held.wait(timeout)
 
-    def _observe(self, stored: StoredLease | None, now: datetime) -> election.LeaseRecord | None:
+    def _observe(self, stored: election.StoredLease | None, now: datetime) -> election.LeaseRecord | None:
         record = stored.record if stored else None
         if self._seen_at is None or record != self._seen:
             self._seen, self._seen_at = record, now

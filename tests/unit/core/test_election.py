@@ -12,9 +12,19 @@ from typing import NoReturn, cast
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
-from headrace.adapters.lease import LeaseClient, StoredLease
+from headrace.adapters.lease import LeaseClient
 from headrace.controller.leader import ElectionConfig, LeaderElector
-from headrace.core.election import Action, LeaseRecord, decide, expired, lease_record, lease_spec, loss, release
+from headrace.core.election import (
+    Action,
+    LeaseRecord,
+    StoredLease,
+    decide,
+    expired,
+    lease_record,
+    lease_spec,
+    loss,
+    release,
+)
 from tests.unit.builders import T0
 
 ME, OTHER, LEASE = "operator-a", "operator-b", 15
