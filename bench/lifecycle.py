@@ -20,18 +20,29 @@ and `--baseline FILE` prints each phase's median against that file's as a ratio 
 bench one after the other, each under its own node lock hold). `--standby` measures the same with
 `spec.standby.enabled` (each deletion once the standby waits at its gate: the "new driver" is the
 promoted standby, created and Running before the loss).
+
+`--transition KIND --runs N` measures one transition N times (10 by default) on one deployment, each the
+change of the spec to the first batch committed by the new driver, with the same phases (from the
+change; "old driver gone" includes the savepoint, whose completion is a phase of its own where one is
+taken): `savepoint-upgrade` and `last-state-upgrade` (a driver variable changed, under that
+upgradeMode), `partitions` (state.partitions 8 -> 12 -> 8 ..., through a savepoint and an offline
+repartition) and `resume` (suspended first, not measured; from the resume). `--cold K` first measures K
+cold recoveries of the same deployment, the ratio's baseline unless `--baseline FILE` is given (e.g.
+`--recovery 10 --json cold.json` run just before).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import itertools
 import json
 import statistics
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
@@ -139,8 +150,11 @@ def _runtime_phases(address: str | None) -> dict[str, float]:
     return phases
 
 
-def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
-    """Delete the running driver; the phases of its replacement, in seconds from the deletion."""
+def _phases(
+    app: scenario.AppHandle, change: Callable[[str], object], extra: dict[str, Callable[[], bool]] | None = None
+) -> dict[str, float]:
+    """Make `change` (given the running driver's pod name), which replaces that driver; the phases of its
+    replacement (and any `extra` checks), in seconds from the change."""
     old = _driver(app)
     old_executors = {pod.metadata.name for pod in app.pods(names.ROLE_EXECUTOR)}
 
@@ -153,32 +167,36 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
     def new_executor_running() -> bool:
         return any(pod.metadata.name not in old_executors for pod in app.running(names.ROLE_EXECUTOR))
 
-    def new_commits() -> list[float]:  # by the current driver, after the loss (a standby's pod started before it)
-        return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > lost]
+    def new_commits() -> list[float]:  # by the current driver, after the change (a standby's pod started before it)
+        return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > since]
 
     def committed() -> bool:
         return _driver(app) != old and bool(new_commits())
 
-    lost = time.time()
-    app.core.delete_namespaced_pod(old, app.namespace)
-    phases = _poll_phases(
-        {
-            "old_driver_gone": lambda: old not in driver_pods(),
-            "new_driver_created": lambda: any(name != old for name in driver_pods()),
-            "new_driver_running": new_running,
-            "executor_running": new_executor_running,
-            "first_batch": committed,
-        },
-        lost,
-    )
-    first = min(new_commits()) - lost
+    checks = {"old_driver_gone": lambda: old not in driver_pods()} if old in driver_pods() else {}
+    checks |= {
+        "new_driver_created": lambda: any(name != old for name in driver_pods()),
+        "new_driver_running": new_running,
+        "executor_running": new_executor_running,
+        "first_batch": committed,
+        **(extra or {}),
+    }
+    since = time.time()
+    change(old)
+    phases = _poll_phases(checks, since)
+    first = min(new_commits()) - since
     phases["first_batch"] = first  # the commit file's own time, not the poll's
-    new = next(pod for pod in app.running(names.ROLE_DRIVER) if pod.metadata.name != old)
-    started = new.status.start_time.timestamp() if new.status.start_time else None
-    for name, seconds in _runtime_phases(new.status.pod_ip).items():
+    status = app.core.read_namespaced_pod(_driver(app), app.namespace).status  # the new driver's
+    started = status.start_time.timestamp() if status and status.start_time else None
+    for name, seconds in _runtime_phases(status.pod_ip if status else None).items():
         if started is not None:  # the runtime counts from its process start, about the pod's start
-            phases[name] = started - lost + seconds
+            phases[name] = started - since + seconds
     return dict(sorted(phases.items(), key=lambda item: item[1]))
+
+
+def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
+    """Delete the running driver; the phases of its replacement, in seconds from the deletion."""
+    return _phases(app, lambda old: app.core.delete_namespaced_pod(old, app.namespace))
 
 
 # Each recovery is the loss of a healthy run's driver: the driver has run longer than healthyAfter by the
@@ -216,6 +234,69 @@ def _new_first_batch_events(app: scenario.AppHandle, seen: set[str], timeout: fl
     return []
 
 
+def _overrides(
+    spark_conf: dict[str, str], legacy_start: bool = False, standby: bool = False, **spec: object
+) -> dict[str, object]:
+    """The bench app's spec on top of the example's: restarts of a healthy run at once, `spark_conf` added to
+    its sparkConf, the previous cold path (`legacy_start`), a warm standby, and any other `spec` fields."""
+    example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
+    overrides: dict[str, object] = {"restartPolicy": {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}}
+    if legacy_start:
+        driver = scenario.windowed_counts_manifest(Path())["spec"]["driver"]  # the same resources, plus the switch
+        overrides["driver"] = {**driver, "env": [*driver.get("env", []), LEGACY_START_ENV]}
+        spark_conf = {**LEGACY_SPARK_CONF, **spark_conf}
+    if spark_conf:
+        overrides["sparkConf"] = {**example["spec"].get("sparkConf", {}), **spark_conf}
+    if standby:
+        overrides["standby"] = {"enabled": True}
+    return {**overrides, **spec}
+
+
+@contextlib.contextmanager
+def _bench_app(target: Environment, overrides: dict[str, object]) -> Iterator[scenario.AppHandle]:
+    """The example deployed with `overrides` under a steady trickle of input, once it committed a batch."""
+    with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
+        app.wait(app.commits, 900, "the first batch")
+        yield app
+
+
+def _steady(app: scenario.AppHandle, standby: bool = False) -> None:
+    """Wait until the current driver runs steadily: batches keep coming, the backoff reset, a standby waits."""
+    app.wait(app.driver_commits, 900, "a batch by the current driver")
+    time.sleep(10)
+    app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
+    if standby:
+        app.wait(lambda: _standby_waits(app), 900, "a standby at its gate")
+
+
+def _measured(
+    app: scenario.AppHandle,
+    label: str,
+    measure: Callable[[], dict[str, float]],
+    results: list[dict[str, float]],
+    save: Path | None,
+) -> None:
+    """One measured run: its phases printed, added to `results` (written to `save`), the operator's account."""
+    seen = set(app.first_batch_events())
+    phases = measure()
+    print(f"{label}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
+    results.append(phases)
+    if save is not None:
+        save.write_text(json.dumps(results, indent=1))
+    for message in _new_first_batch_events(app, seen):
+        print(f"  event FirstBatch: {message}", flush=True)  # the operator's account of the same change
+
+
+def _recoveries(
+    app: scenario.AppHandle, runs: int, standby: bool = False, save: Path | None = None
+) -> list[dict[str, float]]:
+    results: list[dict[str, float]] = []
+    for number in range(1, runs + 1):
+        _steady(app, standby)
+        _measured(app, f"recovery {number}", lambda: _one_recovery(app), results, save)
+    return results
+
+
 def recoveries(
     target: Environment,
     runs: int,
@@ -227,35 +308,70 @@ def recoveries(
 ) -> list[dict[str, float]]:
     """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's);
     the runs so far are written to `save` after each."""
-    results: list[dict[str, float]] = []
-    example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
-    overrides: dict[str, object] = {}
-    overrides["restartPolicy"] = {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}
-    if legacy_start:
-        driver = scenario.windowed_counts_manifest(Path())["spec"]["driver"]  # the same resources, plus the switch
-        overrides["driver"] = {**driver, "env": [*driver.get("env", []), LEGACY_START_ENV]}
-        spark_conf = {**LEGACY_SPARK_CONF, **spark_conf}
-    if spark_conf:
-        overrides["sparkConf"] = {**example["spec"].get("sparkConf", {}), **spark_conf}
-    if standby:
-        overrides["standby"] = {"enabled": True}
-    with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
-        app.wait(app.commits, 900, "the first batch")
+    with _bench_app(target, _overrides(spark_conf, legacy_start, standby)) as app:
+        return _recoveries(app, runs, standby, save)
+
+
+BENCH_ENV = "HEADRACE_BENCH_RUN"  # a driver variable nothing reads: changing it is an upgrade and nothing else
+
+
+def _upgrade(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
+    driver = app.app()["spec"]["driver"]
+    env = [item for item in driver.get("env", []) if item.get("name") != BENCH_ENV]
+    return lambda _: app.patch_spec({"driver": {"env": [*env, {"name": BENCH_ENV, "value": str(number)}]}})
+
+
+def _partitions(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
+    partitions = TRANSITION_PARTITIONS[number % 2]  # the example's, then more, then the example's again...
+    return lambda _: app.patch_spec({"state": {"partitions": partitions}})
+
+
+def _resume(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
+    """Suspend (not measured) and wait for it; the change is the resume."""
+    app.patch_spec({"job": {"state": "suspended"}})
+    app.wait(lambda: app.status().get("phase") == "Suspended", 900, "Suspended")
+    return lambda _: app.patch_spec({"job": {"state": "running"}})
+
+
+# Each kind: the app's upgradeMode, the change of run N (given the app; may prepare it first), whether the
+# operator takes a savepoint before the new driver starts (its completion is a phase).
+TRANSITION_PARTITIONS = (8, 12)
+TRANSITIONS: dict[str, tuple[str, Callable[[scenario.AppHandle, int], Callable[[str], object]], bool]] = {
+    "savepoint-upgrade": ("savepoint", _upgrade, True),
+    "last-state-upgrade": ("last-state", _upgrade, False),
+    "partitions": ("savepoint", _partitions, True),
+    "resume": ("savepoint", _resume, False),  # the suspension's savepoint is taken before the resume
+}
+
+
+def _savepoint_taken(app: scenario.AppHandle) -> Callable[[], bool]:
+    before = app.status().get("latestSavepoint")
+    return lambda: app.status().get("latestSavepoint") not in (None, before)
+
+
+def transitions(
+    target: Environment,
+    kind: str,
+    runs: int,
+    cold: int = 0,
+    spark_conf: dict[str, str] | None = None,
+    *,
+    save: Path | None = None,
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """`cold` cold recoveries, then `runs` transitions of `kind`, on one deployment under a steady trickle of
+    input (`spark_conf` added to the app's): each from the change of the spec to the first batch committed by
+    the new driver. Returns the transitions' phases and the recoveries'; the runs so far are written to `save`
+    (the recoveries to its name with `.cold.json`) after each."""
+    mode, change_of, takes_savepoint = TRANSITIONS[kind]
+    with _bench_app(target, _overrides(spark_conf or {}, upgradeMode=mode)) as app:
+        baseline = _recoveries(app, cold, save=save and save.with_suffix(".cold.json"))
+        results: list[dict[str, float]] = []
         for number in range(1, runs + 1):
-            app.wait(app.driver_commits, 900, "a batch by the current driver")
-            time.sleep(10)  # steady state: batches keep coming
-            app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
-            if standby:
-                app.wait(lambda: _standby_waits(app), 900, "a standby at its gate")
-            seen = set(app.first_batch_events())
-            phases = _one_recovery(app)
-            print(f"recovery {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
-            results.append(phases)
-            if save is not None:
-                save.write_text(json.dumps(results, indent=1))
-            for message in _new_first_batch_events(app, seen):
-                print(f"  event FirstBatch: {message}", flush=True)  # the operator's account of the same recovery
-    return results
+            _steady(app)
+            change = change_of(app, number)
+            extra = {"savepoint_taken": _savepoint_taken(app)} if takes_savepoint else None
+            _measured(app, f"{kind} {number}", functools.partial(_phases, app, change, extra), results, save)
+    return results, baseline
 
 
 def _median(results: list[dict[str, float]], name: str) -> float:
@@ -283,16 +399,34 @@ def main() -> None:
     )
     parser.add_argument("--legacy-start", action="store_true", help="with --recovery: the previous cold path")
     parser.add_argument("--standby", action="store_true", help="with --recovery: with a warm standby driver")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="with --recovery: save the runs' phases")
-    parser.add_argument("--baseline", type=Path, metavar="FILE", help="with --recovery: ratios against saved runs")
+    parser.add_argument(
+        "--transition", choices=sorted(TRANSITIONS), help="only this transition, --runs times on one deployment"
+    )
+    parser.add_argument("--runs", type=int, default=10, metavar="N", help="with --transition: how many (10)")
+    parser.add_argument(
+        "--cold", type=int, default=0, metavar="K", help="with --transition: K cold recoveries first, the baseline"
+    )
+    parser.add_argument("--json", type=Path, metavar="FILE", help="save the runs' phases")
+    parser.add_argument("--baseline", type=Path, metavar="FILE", help="ratios against saved runs")
     options = parser.parse_args()
     spark_conf = dict(item.split("=", 1) for item in options.spark_conf)
+    saved = json.loads(options.baseline.read_text()) if options.baseline else None
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
             results = recoveries(
                 target, options.recovery, spark_conf, options.legacy_start, options.standby, save=options.json
             )
-            _summary(results, json.loads(options.baseline.read_text()) if options.baseline else None)
+            _summary(results, saved)
+            return
+        if options.transition:
+            results, cold = transitions(
+                target, options.transition, options.runs, options.cold, spark_conf, save=options.json
+            )
+            if cold:
+                print("cold recovery, same deployment:", flush=True)
+                _summary(cold)
+            print(f"{options.transition}:", flush=True)
+            _summary(results, saved or cold)
             return
         for name, value in run(target).items():
             print(f"{name}: {value:.1f}", flush=True)
