@@ -167,13 +167,24 @@ def _phases(
     def new_executor_running() -> bool:
         return any(pod.metadata.name not in old_executors for pod in app.running(names.ROLE_EXECUTOR))
 
-    def new_commits() -> list[float]:  # by the current driver, after the change (a standby's pod started before it)
-        return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > since]
+    gone: list[float] = []  # when the old driver's pod was first seen gone
+
+    def old_driver_gone() -> bool:
+        if not gone and old not in driver_pods():
+            gone.append(time.time())
+        return bool(gone)
+
+    def new_commits() -> list[float]:
+        """By the current driver, after the change and once the old driver is gone: a standby's or a pre-warmed
+        driver's pod started before them, and the old driver may commit to the same checkpoint until it stops."""
+        floor = gone[0] if present else since
+        return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > floor]
 
     def committed() -> bool:
-        return _driver(app) != old and bool(new_commits())
+        return _driver(app) != old and (not present or old_driver_gone()) and bool(new_commits())
 
-    checks = {"old_driver_gone": lambda: old not in driver_pods()} if old in driver_pods() else {}
+    present = old in driver_pods()  # not after a suspension
+    checks = {"old_driver_gone": old_driver_gone} if present else {}
     checks |= {
         "new_driver_created": lambda: any(name != old for name in driver_pods()),
         "new_driver_running": new_running,
