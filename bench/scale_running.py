@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from headrace.api import models, names
-from operator_scale import _manifest, _percentile
+from operator_scale import _manifest, _per_app, _percentile, _request_counts
 from testbed import kwok, procs, spark_operator
 from testbed.controlplane import ControlPlane, create_namespace
 from testbed.operator_process import OperatorProcess, install_crds
@@ -320,6 +320,8 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
             cpu_before = _cpu_seconds(pid)
             sampler = _GroupSampler(pid)
             sampler.start()
+            counted = launched.metrics is not None  # Headrace: its requests are the kinds `_request_counts` counts
+            requests_before = _request_counts(api) if counted else {}
             began = time.monotonic()
             with ThreadPoolExecutor(max_workers=CREATE_THREADS) as pool:
                 list(pool.map(create, range(count)))
@@ -336,10 +338,18 @@ def run_subject(subject: Subject, count: int, storm: int, workdir: Path) -> dict
                 "burst_cpu_s": burst_cpu,
                 "idle_rss_mb": idle_rss / 2**20,
             }
+            time.sleep(SETTLE_SECONDS)  # the operator records its Running drivers (before losing them in the storm)
+            if counted:
+                result["requests_per_app"] = _per_app(requests_before, _request_counts(api), count)
+                result["burst_requests"] = sum(result["requests_per_app"].values())
             if storm:
-                time.sleep(SETTLE_SECONDS)  # the operator records its Running drivers before losing them
+                requests_before = _request_counts(api) if counted else {}
                 result |= _storm(api, namespace, log, storm)
                 result["storm_cpu_s"] = _cpu_seconds(pid) - cpu_before - burst_cpu
+                if counted:
+                    time.sleep(SETTLE_SECONDS)  # the replacements' Running recorded
+                    result["storm_requests_per_app"] = _per_app(requests_before, _request_counts(api), storm)
+                    result["storm_requests"] = sum(result["storm_requests_per_app"].values())
             sampler.stopped.set()
             sampler.join()
             result["peak_rss_mb"] = sampler.peak / 2**20
@@ -515,6 +525,7 @@ def print_result(result: dict[str, Any]) -> None:
         f"RSS idle {result['idle_rss_mb']:.0f} MB, peak {result['peak_rss_mb']:.0f} MB",
         flush=True,
     )
+    _print_requests("burst, per app", result.get("requests_per_app"))
     if "storm" in result:
         print(
             f"  storm: {result['storm']} Running drivers deleted at once (calls took "
@@ -523,6 +534,16 @@ def print_result(result: dict[str, Any]) -> None:
             f"; CPU {result['storm_cpu_s']:.1f}s; apps that ever had two live drivers: {result['doubled']}",
             flush=True,
         )
+        _print_requests("storm, per replaced app", result.get("storm_requests_per_app"))
+
+
+def _print_requests(what: str, requests: dict[str, float] | None) -> None:
+    """The operator's API requests as the API server counted them (Headrace only; see `_request_counts`): over the
+    burst until every driver ran plus SETTLE_SECONDS, or over the storm likewise. Simulated drivers never answer
+    the operator, so a status write per app records the first unanswered call (restartPolicy.heartbeatTimeout)."""
+    if requests:
+        listed = ", ".join(f"{key} {value:.2f}" for key, value in requests.items())
+        print(f"  API requests ({what}): {sum(requests.values()):.1f} ({listed})", flush=True)
 
 
 ROWS = (
@@ -534,9 +555,11 @@ ROWS = (
     ("all drivers Running (s)", ("all_running_s",)),
     ("operator CPU, burst (s)", ("burst_cpu_s",)),
     ("operator peak RSS (MB)", ("peak_rss_mb",)),
+    ("API requests per app, burst", ("burst_requests",)),
     ("storm: all replaced (s)", ("all_replaced_s",)),
     ("storm: replaced p99 (s)", ("to_replaced", "p99")),
     ("storm: operator CPU (s)", ("storm_cpu_s",)),
+    ("storm: API requests per app", ("storm_requests",)),
     ("apps with two live drivers", ("doubled",)),
 )
 

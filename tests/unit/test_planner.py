@@ -56,6 +56,32 @@ def test_driver_observed_clears_the_pending_operation_and_goes_running() -> None
     assert (ready.status, ready.reason) == ("True", "DriverRunning")
 
 
+def test_a_created_driver_waiting_with_nothing_to_say_is_not_written() -> None:
+    """The pod of the pending start exists and is Pending without a reason yet: the recorded status ("driver X is
+    starting", StartDriver) already says that, so the decision keeps it (no status write); the next change worth
+    writing (a waiting reason, Running) clears the StartDriver with it."""
+    intent = step(None).status
+    created = pod(phase="Pending", created_at=later(1))
+    quiet = step(intent, seen(created), later(1))
+    assert quiet.status == intent and kinds(quiet) == [] and quiet.events == ()
+    assert quiet.requeue_after is not None and quiet.requeue_after <= 5  # still polled (and the start timed)
+    waiting = step(intent, seen(pod(phase="Pending", created_at=later(1), waiting="ContainerCreating")), later(2))
+    assert waiting.status.pendingOperation is None
+    ready = next(condition for condition in waiting.status.conditions if condition.type == "Ready")
+    assert ready.reason == "DriverPending"
+    assert ready.message == "driver pod clicks-r1-a1-driver is Pending (ContainerCreating)"
+    running = step(intent, seen(pod(created_at=later(1))), later(3))
+    assert running.status.pendingOperation is None and running.status.phase == "Running"
+
+
+def test_a_created_driver_that_never_starts_still_times_out() -> None:
+    """Kept quiet, the pending start still counts the pod's restartPolicy.startTimeout (default 10m)."""
+    intent = step(None).status
+    overdue = step(intent, seen(pod(phase="Pending", created_at=later(1))), later(1 + 601))
+    assert overdue.status.phase == "Restarting"
+    assert overdue.status.restarts.lastFailureReason == "DriverStartTimeout"
+
+
 @pytest.mark.parametrize(
     ("observed", "reason"),
     [
@@ -68,16 +94,34 @@ def test_driver_observed_clears_the_pending_operation_and_goes_running() -> None
     ],
 )
 def test_failures_schedule_a_restart_at_once(observed, reason) -> None:
-    """The first failure of a healthy run restarts without a backoff (the checkpoint is consistent)."""
+    """The first failure of a healthy run restarts without a backoff (the checkpoint is consistent): the failure and
+    the next attempt's intent are one status write."""
     status = running_app()
     plan = step(status, seen(observed) if observed else seen(), later(10))
     assert plan.status.phase == "Restarting"
     assert plan.status.restarts.lastFailureReason == reason
     assert plan.status.restarts.total == 1
-    assert plan.status.restarts.nextRetryAt == "2026-11-21T12:00:10Z"  # now: no backoff the first time
-    assert plan.status.pendingOperation is not None and plan.status.pendingOperation.kind == "Restart"
+    assert plan.status.restarts.nextRetryAt is None  # no backoff the first time: the retry is under way
+    pending = plan.status.pendingOperation
+    assert pending is not None and (pending.kind, pending.run, pending.attempt) == ("StartDriver", 1, 2)
+    assert plan.status.run is not None and plan.status.run.attempt == 2
     assert plan.requeue_after == pytest.approx(0)
     assert "DriverFailed" in [event.reason for event in plan.events]
+    degraded = next(condition for condition in plan.status.conditions if condition.type == "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", reason)  # why it restarts stays readable
+    gone = observed is None
+    assert kinds(plan) == (["EnsureDriver"] if gone else [] if observed.deleting else ["DeletePod"])
+
+
+def test_a_failure_with_a_backoff_records_the_restart_and_waits() -> None:
+    """From the second failure on, the backoff is waited out first: the Restart is recorded, nothing created."""
+    failed = pod(phase="Failed", exit_code=1, reason="Error")
+    status = step(running_app(), seen(failed), later(10)).status
+    status = step(status, seen(pod(attempt=2, running_since=later(11))), later(11)).status
+    plan = step(status, seen(pod(attempt=2, phase="Failed", exit_code=1, reason="Error")), later(20))
+    assert plan.status.pendingOperation is not None and plan.status.pendingOperation.kind == "Restart"
+    assert plan.status.restarts.nextRetryAt == "2026-11-21T12:00:22Z"
+    assert kinds(plan) == [] and plan.requeue_after == pytest.approx(2)
 
 
 def test_first_restart_fences_then_creates_next_attempt_without_waiting() -> None:

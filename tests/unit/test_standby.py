@@ -10,6 +10,7 @@ from headrace.core.builder import spec_hash
 from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, PromoteDriver
 from headrace.core.planner import decide
+from headrace.core.restarts import restart_begun
 
 from .builders import T0, later, pod, seen, spec, view
 
@@ -136,3 +137,14 @@ def test_an_ended_standby_is_replaced_without_counting_a_restart() -> None:
     assert DeletePod(name=ended.name, reason="standby driver ended") in plan.actions
     assert "StandbyFailed" in [event.reason for event in plan.events]
     assert plan.status.restarts.total == 0
+
+
+def test_a_loss_the_standby_covers_counts_as_a_restart() -> None:
+    """The promotion path leaves the next attempt's StartDriver pending, not a Restart: the restart metric
+    (`restart_begun`) still counts the failure, once."""
+    status = running()
+    lost = decide(view(WARM, status), Observation(drivers=(pod(deleting=True), standby_pod())), later(5))
+    assert lost.status.pendingOperation is not None and lost.status.pendingOperation.kind == "StartDriver"
+    assert restart_begun(status, lost.status)
+    again = decide(view(WARM, lost.status), Observation(drivers=(pod(deleting=True), standby_pod())), later(6))
+    assert not restart_begun(lost.status, again.status)

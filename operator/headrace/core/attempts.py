@@ -5,17 +5,21 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from headrace.api import names
-from headrace.api.models import PendingOperation, Phase, RunStatus, StreamingAppSpec
+from headrace.api.models import Condition, PendingOperation, Phase, RunStatus, StreamingAppSpec, StreamingAppStatus
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
+from headrace.core.conditions import get_condition
 from headrace.core.observation import DriverPod, Observation
-from headrace.core.plan import DeletePod, EnsureDriver
+from headrace.core.plan import DeletePod, EnsureDriver, Plan
 from headrace.core.timefmt import format_time
 
 FENCE_POLL_SECONDS = 1.0
 PREVIOUS_RUN = "previousRun"  # pendingOperation.detail of a StartDriver that replaces a run's attempt
 PREVIOUS_SPEC = "previousSpec"
 PENDING_POLL_SECONDS = 5.0
+DRIVER_PENDING = "DriverPending"  # Ready's reason while the driver pod is not running yet
 
 
 def start_attempt(
@@ -93,6 +97,42 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
         builder.requeue(PENDING_POLL_SECONDS)
         return
     builder.status.pendingOperation = None
+
+
+def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | None) -> Plan:
+    """`plan` with the recorded status kept (no status write) when all it would write is that the pending start's
+    driver pod exists and waits with nothing to say yet (Pending, no waiting reason, not being deleted): Ready
+    `DriverPending` "driver pod X is Pending" says what the recorded Ready `DriverStarting` "driver X is starting"
+    says, and the StartDriver left pending is harmless (a restarted operator resuming it finds the pod and decides
+    the same). The next change worth writing (the pod waits for a reason, runs or fails) records both: one status
+    write fewer per attempt. A plan with actions or events is never changed (they would be repeated)."""
+    pending = previous.pendingOperation
+    run = previous.run
+    if (
+        plan.actions
+        or plan.events
+        or pending is None
+        or pending.kind != "StartDriver"
+        or run is None
+        or plan.status.pendingOperation is not None
+        or pod is None
+        or (pod.run, pod.attempt) != (run.number, run.attempt)
+        or pod.phase != "Pending"
+        or pod.waiting is not None
+        or pod.deleting
+    ):
+        return plan
+    ready = get_condition(plan.status.conditions, "Ready")
+    if ready is None or ready.reason != DRIVER_PENDING:
+        return plan
+    kept = plan.status.model_copy(update={"pendingOperation": pending, "conditions": previous.conditions})
+    if kept != previous or _without_ready(plan.status.conditions) != _without_ready(previous.conditions):
+        return plan
+    return replace(plan, status=previous)
+
+
+def _without_ready(conditions: list[Condition]) -> list[Condition]:
+    return [condition for condition in conditions if condition.type != "Ready"]
 
 
 def _stale_standby(pod: DriverPod, run: RunStatus) -> bool:

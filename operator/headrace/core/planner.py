@@ -32,11 +32,13 @@ from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, R
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
 from headrace.core import savepoints, standby
 from headrace.core.attempts import (
+    DRIVER_PENDING,
     PREVIOUS_RUN,
     PREVIOUS_SPEC,
     continue_start,
     fence_strays,
     next_attempt,
+    settled_quietly,
     start_attempt,
 )
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
@@ -117,7 +119,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
-    return builder.plan()
+    return settled_quietly(app.status, builder.plan(), pod)
 
 
 # ------------------------------------------------------------------------------ spec handling --
@@ -213,7 +215,7 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         _failure(builder, spec, pod, DRIVER_START_TIMEOUT, overdue)
     else:
         waiting = f" ({pod.waiting})" if pod.waiting else ""
-        builder.condition("Ready", "False", "DriverPending", f"driver pod {pod.name} is {pod.phase}{waiting}")
+        builder.condition("Ready", "False", DRIVER_PENDING, f"driver pod {pod.name} is {pod.phase}{waiting}")
         builder.requeue(PENDING_POLL_SECONDS)
 
 
@@ -491,6 +493,18 @@ def _failure(
         builder.event("DriverFailed", f"{message}; restarting from the latest checkpoint in {delay:g}s", warning=True)
         builder.condition("Degraded", "True", reason, message)
     builder.requeue(delay)
+    if delay <= 0 and verdict == "restart" and rollback is None and observation is not None and run is not None:
+        _restart_now(builder, spec, observation, run)
+
+
+def _restart_now(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:
+    """No backoff, and no driver pod of the app still runs (none to dry-run the next attempt against before it goes):
+    the next attempt's intent goes into the same status write as the failure, one write instead of two. The
+    decision is the one the next reconciliation would make from the Restart just recorded, and a restarted operator
+    resumes that StartDriver the same way."""
+    if any(not pod.terminated and not pod.deleting for pod in observation.drivers):
+        return
+    _continue_restart(builder, spec, observation, run)
 
 
 def _rollback_target(builder: Builder, spec: StreamingAppSpec) -> str | None:

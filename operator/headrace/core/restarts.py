@@ -81,13 +81,15 @@ def healthy_reset(
 
 
 def restart_begun(previous: StreamingAppStatus, new: StreamingAppStatus) -> bool:
-    """Whether a decision from `previous` to `new` scheduled a restart: a new Restart operation is pending
-    (a failure that gives up, or a terminal one, schedules none)."""
+    """Whether a decision from `previous` to `new` scheduled a restart: it counted a failure and left an operation
+    pending that leads to the next attempt (a Restart waiting out its backoff, or, without a backoff or with a warm
+    standby, that attempt's StartDriver); a failure that gives up, or a terminal one, schedules none."""
     pending = new.pendingOperation
-    if pending is None or pending.kind != "Restart":
-        return False
-    was = previous.pendingOperation
-    return was is None or was.kind != "Restart" or was.startedAt != pending.startedAt
+    return (
+        new.restarts.total > previous.restarts.total
+        and pending is not None
+        and pending.kind in ("Restart", "StartDriver")
+    )
 
 
 def recovery_summary(failed_at: datetime, created_at: datetime | None, running_since: datetime | None) -> str:

@@ -66,9 +66,11 @@ TABLE: list[tuple[Callable[[], StreamingAppStatus | None], Event, str, str | Non
     (deploying, NOTHING, "Deploying", "StartDriver", ["EnsureDriver"]),  # idempotent until the pod appears
     (deploying, DRIVER_UP, "Running", None, []),
     (running, DRIVER_UP, "Running", None, []),
-    (running, DRIVER_FAILED, "Restarting", "Restart", []),
-    (running, DRIVER_DELETED, "Restarting", "Restart", []),
-    (running, DRIVER_GONE, "Restarting", "Restart", []),
+    # a first failure has no backoff: the next attempt's intent is in the same status write (attempt 2), the
+    # failed pod is fenced first
+    (running, DRIVER_FAILED, "Restarting", "StartDriver", ["DeletePod"]),
+    (running, DRIVER_DELETED, "Restarting", "StartDriver", []),
+    (running, DRIVER_GONE, "Restarting", "StartDriver", ["EnsureDriver"]),
     (running, STRAY, "Running", None, ["DeletePod"]),
     (running, SCALED, "Running", None, ["RescaleInPlace"]),
     (running, SUSPENDED, "Savepointing", "Suspend", ["CreateSavepointResource", "TakeSavepoint"]),
