@@ -2,8 +2,8 @@
 
 One app with `spec.standby.enabled`: a standby driver (and its executor) waits beside the running driver; the
 running driver's pod is deleted and the standby takes over; then the new running driver is frozen (SIGSTOP) and
-the standby made for it is promoted only once the frozen driver's pod is gone (never two writers); the sink then
-holds every input event exactly once.
+the standby made for it is promoted only once the frozen driver's pod is gone (never two writers); then a savepoint
+upgrade is pre-warmed (issue 14 item 4); the sink then holds every input event exactly once.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,6 +110,42 @@ def test_a_frozen_driver_is_gone_before_the_standby_is_promoted(warm: scenario.A
         print(f"driver frozen -> first batch of the promoted standby: {took:.1f}s", end="")
         print(f" (of which waiting for the driver Lease after the promotion: {_lease_wait(warm, _current(warm))})")
     assert warm.status()["restarts"]["lastFailureReason"] == "DriverUnresponsive"
+
+
+def _commit_times(checkpoint: Path) -> list[float]:
+    return sorted(path.stat().st_mtime for path in checkpoint.glob("*/commits/[0-9]*"))
+
+
+def test_a_savepoint_upgrade_warms_the_new_driver_while_the_old_one_processes(warm: scenario.AppHandle) -> None:
+    """Issue 14 item 4: with the standby on, a savepoint upgrade is pre-warmed: the new run's driver waits at its
+    gate while the old driver keeps committing; only then is the old one stopped with a savepoint, and the new one
+    is promoted with it."""
+    number = int(warm.status()["run"]["number"])
+    old_checkpoint = warm.run_checkpoint()
+    assert old_checkpoint is not None
+    new = names.driver_pod(scenario.APP, number + 1, 1)
+    args = [*warm.app()["spec"]["application"]["args"], "--trigger-seconds", "3"]
+    with scenario.Writer(warm.input):
+        changed = time.time()
+        warm.patch_spec({"upgradeMode": "savepoint", "application": {"args": args}})
+        warm.wait(lambda: GATE in _log(warm, new), 600, "the upgrade's new driver at its gate")
+        at_gate = time.time()
+        warm.wait(lambda: _current(warm) == new, 300, "the new run's driver as the current driver")
+        first = warm.wait(warm.driver_commits, 300, "a batch committed by the new run's driver")
+        first_at = min(path.stat().st_mtime for path in first)
+    old_commits = _commit_times(old_checkpoint)
+    while_warming = [stamp for stamp in old_commits if changed < stamp < at_gate]
+    assert while_warming, "the old driver committed nothing while the new one warmed up"
+    last_old = max(stamp for stamp in old_commits if stamp < first_at)
+    print(
+        f"pre-warmed savepoint upgrade: change -> new driver at its gate {at_gate - changed:.1f}s (old driver "
+        f"committed {len(while_warming)} batches meanwhile); change -> first batch of the new driver "
+        f"{first_at - changed:.1f}s; last batch of the old driver -> first of the new {first_at - last_old:.1f}s"
+    )
+    status = warm.status()
+    assert status["run"]["restoredFrom"] == status["latestSavepoint"]["path"]
+    reasons = [event.reason for event in warm.core.list_namespaced_event(warm.namespace).items]
+    assert {"UpgradePrewarming", "UpgradePrewarmed", "SavepointUpgrade", "StandbyPromoted"} <= set(reasons), reasons
 
 
 def test_the_sink_holds_every_event_exactly_once(warm: scenario.AppHandle) -> None:

@@ -139,6 +139,7 @@ class ScriptedDriver:
                 "attempt": int(self.env[contract.ENV_ATTEMPT]),
                 "mode": self.env.get(contract.ENV_MODE, "continuous"),
                 "phase": self.phase,
+                "atGate": self.phase == "Standby",
                 "queries": [] if self.phase == "Standby" else [query],  # a standby waits before its first query
                 "executors": {"requested": self.requested_executors, "registered": self.requested_executors},
                 "restoredFrom": self.env.get(contract.ENV_RESTORE_FROM),
@@ -190,9 +191,9 @@ class ScriptedDriver:
         with self._lock:
             self.exit_due = time.monotonic() + self.exit_delay
 
-    def promote(self) -> dict[str, Any]:
+    def promote(self, restore_from: str | None = None, allow_repartition: bool = False) -> dict[str, Any]:
         with self._lock:
-            self.requests.append(Request(self.pod, "promote"))
+            self.requests.append(Request(self.pod, "promote", restore_from))
             waiting = self.phase == "Standby"
             if waiting:
                 self.phase = "Running"

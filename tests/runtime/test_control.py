@@ -49,8 +49,8 @@ class FakeActions:
             raise ActionError(HTTPStatus.BAD_REQUEST, "not under the savepoint root")
         return {"path": path, "deleted": True}
 
-    def promote(self) -> dict[str, Any]:
-        self.calls.append(("promote", None))
+    def promote(self, restore_from: str | None = None, allow_repartition: bool = False) -> dict[str, Any]:
+        self.calls.append(("promote", (restore_from, allow_repartition) if restore_from else None))
         return {"promoted": True, "phase": "Starting"}
 
 
@@ -124,3 +124,7 @@ def test_actions_with_the_token(served: tuple[FakeActions, int]) -> None:
     assert actions.calls[-2:] == [("dispose", "/sp/a"), ("dispose", "/sp/..")]
     assert call(port, "POST", contract.PATH_PROMOTE, token="s3cret") == (200, {"promoted": True, "phase": "Starting"})
     assert actions.calls[-1] == ("promote", None)
+    body = {"restoreFrom": "s3a://b/sp/1", "allowRepartition": True}  # a pre-warmed savepoint upgrade's driver
+    assert call(port, "POST", contract.PATH_PROMOTE, body, token="s3cret")[0] == 200
+    assert actions.calls[-1] == ("promote", ("s3a://b/sp/1", True))
+    assert call(port, "POST", contract.PATH_PROMOTE, {"allowRepartition": "yes"}, token="s3cret")[0] == 400

@@ -30,6 +30,14 @@ def _status(process: RuntimeProcess) -> dict[str, Any]:
     return status
 
 
+def _at_gate(process: RuntimeProcess) -> bool:
+    try:
+        code, status = process.request("GET", contract.PATH_STATUS, timeout=10)
+    except OSError:  # its control endpoint is not up yet
+        return False
+    return code == 200 and status.get("atGate") is True
+
+
 def test_a_standby_waits_warm_and_takes_over_exactly_once(tmp_path: Path, reader_spark: Any) -> None:
     inputs, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoints"
     write_events(inputs, FILES // 2, EVENTS_PER_FILE)  # the rest arrives once the standby is promoted
@@ -90,3 +98,46 @@ def test_a_standby_ends_on_sigterm_while_it_waits(tmp_path: Path) -> None:
         standby.kill()
     assert standby.termination()["reason"] == "Terminated"
     assert not checkpoint.exists()  # it never touched the checkpoint
+
+
+def test_a_pre_warmed_upgrade_restores_the_savepoint_it_is_handed_at_promotion(
+    tmp_path: Path, reader_spark: Any
+) -> None:
+    """Issue 14 item 4: the new run's driver waits warm at its gate (atGate) while the old run processes; the old
+    one stops with a savepoint; promoted with that savepoint, the new driver restores it into its own checkpoint and
+    goes on; the sink holds every window exactly once."""
+    inputs, output = tmp_path / "in", tmp_path / "out"
+    old_checkpoint, new_checkpoint = tmp_path / "r1", tmp_path / "r2"
+    write_events(inputs, FILES // 2, EVENTS_PER_FILE)
+    args = ["--input", str(inputs), "--output", str(output), "--files-per-batch", "1"]
+    common = {contract.ENV_STATE_PARTITIONS: "2"}
+    old = RuntimeProcess(tmp_path, args, {**common, contract.ENV_CHECKPOINT_DIR: str(old_checkpoint)}, name="old")
+    new_env = {**common, contract.ENV_CHECKPOINT_DIR: str(new_checkpoint), contract.ENV_STANDBY: "true"}
+    new = RuntimeProcess(tmp_path, args, new_env, name="new")
+    try:
+        old.start()
+        new.start().wait_until(lambda: _at_gate(new), 300, "the new driver at its gate")
+        old.wait_until(lambda: len(commits(old_checkpoint / "q0")) >= 2, 300, "two commits by the old driver")
+        assert _status(new)["queries"] == [] and not new_checkpoint.exists()  # warm, nothing written
+        code, record = old.request("POST", contract.PATH_STOP_WITH_SAVEPOINT, {"path": str(tmp_path / "sp")})
+        assert code == 200, record
+        assert old.wait(timeout=120) == contract.EXIT_OK
+        stopped_at = time.monotonic()
+        body = {"restoreFrom": record["path"], "allowRepartition": True}
+        assert new.request("POST", contract.PATH_PROMOTE, body, timeout=10) == (
+            200,
+            {"promoted": True, "phase": "Starting"},
+        )
+        write_events(inputs, FILES - FILES // 2, EVENTS_PER_FILE, first=FILES // 2)
+        write_sentinel(inputs, FILES)
+        restored = record["queries"][0]["batchId"]
+        new.wait_until(lambda: max(commits(new_checkpoint / "q0"), default=-1) > restored, 120, "a commit after it")
+        took = time.monotonic() - stopped_at
+        status = _status(new)
+        assert status["restoredFrom"] == record["path"] and status["atGate"] is False
+        print(f"old driver stopped -> first commit of the pre-warmed driver: {took:.2f}s (local mode)")
+    finally:
+        old.kill()
+        new.kill()
+    finish_bounded(tmp_path, args, {**common, contract.ENV_CHECKPOINT_DIR: str(new_checkpoint)})
+    assert sink_rows(reader_spark, output) == expected_rows(FILES, EVENTS_PER_FILE)

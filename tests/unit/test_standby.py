@@ -117,7 +117,7 @@ def test_a_pending_standby_is_not_used_for_a_loss() -> None:
 
 def test_an_upgrade_replaces_the_standby_made_for_the_old_spec() -> None:
     status = running()
-    new = spec(standby__enabled=True, image="localhost/headrace/spark:0.2.0")
+    new = spec(standby__enabled=True, standby__prewarmUpgrades=False, image="localhost/headrace/spark:0.2.0")
     upgrade = decide(view(new, status), Observation(drivers=(pod(), standby_pod()), progress=COMMITTED), later(3))
     assert upgrade.status.run is not None and upgrade.status.run.attempt == 2  # last-state: the next attempt
     deletes = {action.name for action in upgrade.actions if isinstance(action, DeletePod)}

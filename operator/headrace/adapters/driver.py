@@ -143,9 +143,12 @@ class DriverControl:
         )
         return result
 
-    def promote(self, endpoint: DriverEndpoint) -> dict[str, Any]:
-        """Let a standby driver start its queries (idempotent)."""
-        result: dict[str, Any] = self._call(endpoint, "POST", contract.PATH_PROMOTE, body={})
+    def promote(
+        self, endpoint: DriverEndpoint, *, restore_from: str | None = None, allow_repartition: bool = False
+    ) -> dict[str, Any]:
+        """Let a standby driver start its queries (idempotent), restoring `restore_from` if it was created without."""
+        body = {"restoreFrom": restore_from, "allowRepartition": allow_repartition} if restore_from else {}
+        result: dict[str, Any] = self._call(endpoint, "POST", contract.PATH_PROMOTE, body=body)
         return result
 
     def rescale(self, endpoint: DriverEndpoint, executors: int) -> dict[str, Any]:

@@ -346,13 +346,13 @@ class KubeClient:
         self.core.patch_namespaced_secret(name, namespace, {"stringData": values})
 
     def prune_attempt_objects(
-        self, namespace: str, app: str, keep_run: int, keep_attempt: int, *, keep_previous: bool = False
+        self, namespace: str, app: str, keep_run: int, keep_attempt: int, *, also_keep: tuple[int, int] | None = None
     ) -> list[str]:
-        """Delete ConfigMaps and Services of attempts other than the given one (and the one before it, with
-        `keep_previous`: a standby's, whose active driver still runs); returns their names."""
+        """Delete ConfigMaps and Services of attempts other than the given one (and `also_keep`'s: the running
+        driver beside a standby or a pre-warmed upgrade's new driver); returns their names."""
         kept = {(str(keep_run), str(keep_attempt))}
-        if keep_previous:
-            kept.add((str(keep_run), str(keep_attempt - 1)))
+        if also_keep is not None:
+            kept.add((str(also_keep[0]), str(also_keep[1])))
         selector = f"{names.APP}={app},{names.RUN}"
         deleted = []
         kinds: list[tuple[Any, Any]] = [

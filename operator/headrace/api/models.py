@@ -370,6 +370,17 @@ class StandbySpec(Model):
             "Costs a second driver and its executors."
         ),
     ] = False
+    prewarmUpgrades: Annotated[
+        bool | None,
+        Field(
+            description="Start the new driver of an upgradeMode savepoint or last-state upgrade first, as a warm "
+            "standby, while the running one keeps processing; the running driver is stopped (with its savepoint) only "
+            "once the new one waits at its first query start, which then restores and starts in seconds. A new driver "
+            "that fails before that refuses the upgrade and the running one keeps going. Unset: on when "
+            "standby.enabled (the pre-warmed driver takes the standby's place, no extra pods), off otherwise (it "
+            "briefly runs a second driver and its executors)."
+        ),
+    ] = None
 
 
 STREAMING_APP_SPEC_RULES: list[JsonValue] = [

@@ -72,6 +72,8 @@ PATH_RESCALE: Final = "/v1/rescale"  # POST {"executors": int}
 PATH_DISPOSE_SAVEPOINT: Final = "/v1/dispose-savepoint"
 # POST {}: a standby driver starts its queries (the operator fenced the active one first); answers
 # {"promoted": bool (false: it was not waiting, e.g. promoted before), "phase": RuntimePhase}
+# body (optional) {"restoreFrom": str | null, "allowRepartition": bool}: the savepoint a standby created before it
+# was taken (a pre-warmed savepoint upgrade) restores, unless HEADRACE_RESTORE_FROM already named one
 PATH_PROMOTE: Final = "/v1/promote"
 PATH_HEALTH: Final = "/healthz"  # GET, no token: 200 once the runtime serves
 PATH_METRICS: Final = "/metrics"  # GET on the metrics port, no token (Prometheus)
@@ -127,6 +129,7 @@ class StatusDocument(TypedDict, total=False):
     lastSavepoint: LastSavepoint | None
     startedAt: str  # when the driver process started (ISO, UTC)
     phases: dict[str, float]  # start-up phase (STARTUP_PHASES) -> seconds from the process start
+    atGate: bool  # a standby whose script reached its first query start: it waits there to be promoted
 
 
 # --- How the runtime ends: the reason of its termination message (the operator records it) --------

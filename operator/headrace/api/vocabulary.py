@@ -17,7 +17,7 @@ SavepointOperationKind = Literal["Savepoint", "Upgrade", "Suspend"]
 OperationKind = Literal["StartDriver", "Restart", SavepointOperationKind]
 """What the operator is in the middle of."""
 
-OperationStep = Literal["CreateDriver", "Backoff", "TakeSavepoint"]
+OperationStep = Literal["CreateDriver", "Backoff", "TakeSavepoint", "Prewarm"]
 """Where in its operation the operator is (a crash test's failpoint names it: after-status:<kind>/<step>)."""
 
 SAVEPOINT_OPERATIONS: tuple[SavepointOperationKind, ...] = get_args(SavepointOperationKind)

@@ -195,6 +195,7 @@ def driver_progress(document: contract.StatusDocument) -> DriverProgress:
         requested_executors=executors.get("requested") if executors else None,
         ready=document.get("phase") == "Running" and any(query.get("active") for query in queries),
         standby=document.get("phase") == "Standby",
+        at_gate=document.get("phase") == "Standby" and document.get("atGate") is True,
         savepointing=document.get("phase") in contract.SAVEPOINTING_PHASES,
         last_savepoint=last_savepoint.get("path") if last_savepoint else None,
         committed=tuple(
@@ -214,6 +215,7 @@ def observe(
     *,
     unanswered: bool = False,
     savepoints_in_flight: frozenset[str] = frozenset(),
+    prewarmed_status: contract.StatusDocument | None = None,
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
@@ -223,6 +225,7 @@ def observe(
         progress=driver_progress(driver_status) if driver_status else None,
         unanswered=unanswered,
         savepoints_in_flight=savepoints_in_flight,
+        prewarmed=driver_progress(prewarmed_status) if prewarmed_status else None,
     )
 
 
@@ -257,6 +260,19 @@ def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
     return tuple(
         Problem(".".join([root, *(str(part) for part in item["loc"])]), item["msg"]) for item in error.errors()
     )
+
+
+def prewarmed_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The new driver a pre-warmed upgrade waits for (pendingOperation Upgrade/Prewarm), when it runs and has an
+    IP; else None."""
+    pending = (app.get("status") or {}).get("pendingOperation") or {}
+    if pending.get("kind") != "Upgrade" or pending.get("step") != "Prewarm":
+        return None
+    name = (pending.get("detail") or {}).get("prewarm")
+    pod = next((item for item in pods if item["metadata"]["name"] == name), None)
+    if pod is None or (pod.get("status") or {}).get("phase") != "Running" or not pod["status"].get("podIP"):
+        return None
+    return None if pod["metadata"].get("deletionTimestamp") else pod
 
 
 def current_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:

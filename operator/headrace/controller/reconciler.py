@@ -31,7 +31,13 @@ from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
 from headrace.controller.metrics import OperatorMetrics
-from headrace.controller.observe import app_view, current_driver_pod, observe, serves_control_tls
+from headrace.controller.observe import (
+    app_view,
+    current_driver_pod,
+    observe,
+    prewarmed_driver_pod,
+    serves_control_tls,
+)
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
@@ -161,6 +167,7 @@ class Reconciler:
             driver_status,
             unanswered=unanswered,
             savepoints_in_flight=in_flight,
+            prewarmed_status=self._prewarmed_status(body, pods),
         )
         now = self.clock()
         plan = decide(view, observation, now)
@@ -308,6 +315,20 @@ class Reconciler:
             return None
         return self.driver.status(endpoint)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
 
+    def _prewarmed_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
+        """The status of a pre-warmed upgrade's new driver (None: there is none, or it does not answer yet)."""
+        pod = prewarmed_driver_pod(body, pods)
+        if pod is None:
+            return None
+        endpoint = self._endpoint(body, pod["status"]["podIP"], tls=serves_control_tls(pod))
+        if endpoint is None:
+            return None
+        try:
+            return self.driver.status(endpoint)
+        except DriverUnavailable as error:  # still starting: its control endpoint is not up yet
+            logger.debug("pre-warmed driver %s does not answer yet: %s", pod["metadata"]["name"], error)
+            return None
+
     def ask_ahead(self, namespace: str, name: str) -> None:
         """Ask the app's current driver for its status now, before a poll's reconciliation is queued, on a thread
         that is not a reconcile worker (`WorkQueue`'s `prepare`): the reconciliation then uses this answer, so
@@ -445,7 +466,7 @@ class Reconciler:
             failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")
         if (attempt.run, attempt.attempt) != (1, 1):
             self.kube.prune_attempt_objects(
-                attempt.namespace, attempt.app, attempt.run, attempt.attempt, keep_previous=action.standby
+                attempt.namespace, attempt.app, attempt.run, attempt.attempt, also_keep=action.keep
             )
             failpoints.hit("inside:EnsureDriver/pruned")
         made = self.kube.create(pod)
@@ -485,7 +506,9 @@ class Reconciler:
         if endpoint is None:
             return DRIVER_RETRY_SECONDS
         try:
-            answer = self.driver.promote(endpoint)
+            answer = self.driver.promote(
+                endpoint, restore_from=action.restore_from, allow_repartition=action.allow_repartition
+            )
         except DriverUnavailable as error:
             logger.warning("promoting standby driver %s/%s failed (%s); will retry", namespace, action.pod, error)
             return DRIVER_RETRY_SECONDS

@@ -154,8 +154,10 @@ def ensure(
     *,
     check_only: bool = False,
     standby: bool = False,
+    keep: RunStatus | None = None,
 ) -> EnsureDriver:
-    """Create (or with `check_only`, dry-run) the objects of `run`'s attempt (as a warm standby, with `standby`)."""
+    """Create (or with `check_only`, dry-run) the objects of `run`'s attempt (as a warm standby, with `standby`,
+    beside the driver of `keep`, whose objects stay)."""
     return EnsureDriver(
         expected_commits=expected,
         run=run.number,
@@ -163,13 +165,14 @@ def ensure(
         spec=spec,
         checkpoint_dir=run.checkpointDir,
         restore_from=run.restoredFrom,
-        allow_repartition=_may_repartition(spec, run),
+        allow_repartition=may_repartition(spec, run),
         check_only=check_only,
         standby=standby,
+        keep=(keep.number, keep.attempt) if keep is not None else None,
     )
 
 
-def _may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:
+def may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:
     """Run 1 restores the user's restoreFrom (repartitioned only if allowed); later runs restore savepoints the
     operator took for an upgrade, whose partition change the user asked for by editing the spec."""
     if run.restoredFrom is None:

@@ -54,6 +54,7 @@ class DriverProgress:
     requested_executors: int | None = None
     ready: bool = False  # the runtime runs queries: savepoints can be taken
     standby: bool = False  # the runtime is a standby waiting for promotion
+    at_gate: bool = False  # ... and its script reached its first query start (JVM, SparkContext, executors warm)
     savepointing: bool = False  # a savepoint or stop-with-savepoint is underway (or the driver stops after one)
     last_savepoint: str | None = None  # path of the last savepoint the driver took
     committed: tuple[tuple[str, int], ...] = ()  # (query key, last committed batch id) per query
@@ -112,6 +113,7 @@ class Observation:
     refused: Refusal | None = None  # set by the controller when creating (or checking) an attempt was refused
     unanswered: bool = False  # the current driver was asked for its status and did not answer (a missed heartbeat)
     savepoints_in_flight: frozenset[str] = frozenset()  # StreamingSavepoints this operator is asking a driver for
+    prewarmed: DriverProgress | None = None  # a pre-warmed upgrade's new driver (pendingOperation Upgrade/Prewarm)
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

@@ -24,6 +24,7 @@ class EnsureDriver:
     check_only: bool = False  # a server-side dry run (dryRun=All): would the API server accept these objects?
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
     standby: bool = False  # a warm standby of the next attempt, beside the running driver (spec.standby)
+    keep: tuple[int, int] | None = None  # (run, attempt) of the driver that keeps running beside it: its objects stay
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class PromoteDriver:
     pod: str
     address: str | None
     control_tls: bool = True
+    restore_from: str | None = None  # the savepoint it restores (a pre-warmed upgrade's, known only once taken)
+    allow_repartition: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from typing import assert_never
 from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import savepoints, standby
+from headrace.api.vocabulary import SavepointOperationKind
+from headrace.core import prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     PREVIOUS_RUN,
@@ -113,7 +114,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
             case "Restart":
                 _continue_restart(builder, spec, observation, run)
             case "Savepoint" | "Upgrade" | "Suspend" as kind:
-                savepoints.continue_operation(builder, spec, observation, pod, kind)
+                _continue_operation(builder, spec, observation, pod, kind, prewarming=pending.step == "Prewarm")
             case _:
                 assert_never(pending.kind)
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
@@ -177,6 +178,23 @@ def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Obs
     if rollback:
         chosen = parse_spec_json(rollback) or chosen
     next_attempt(builder, chosen, observation, why="RolledBack" if rollback else "Restarting")
+
+
+def _continue_operation(
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    pod: DriverPod | None,
+    kind: SavepointOperationKind,
+    *,
+    prewarming: bool,
+) -> None:
+    """One step of an operation on the running driver: a pre-warmed upgrade's warm-up, or one through a savepoint."""
+    if prewarming:
+        _keep_progress(builder, observation)
+        prewarm.proceed(builder, spec, observation, pod)
+    else:
+        savepoints.continue_operation(builder, spec, observation, pod, kind)
 
 
 def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
@@ -361,6 +379,12 @@ def _follow_start_up(
     message = first_batch_message(pod, progress, failed_at)
     if message is not None:
         builder.event(FIRST_BATCH_EVENT, message)
+
+
+def _keep_progress(builder: Builder, observation: Observation) -> None:
+    """While an upgrade's new driver warms, the old one keeps processing: its progress stays in status."""
+    if observation.progress is not None:
+        builder.status.progress = _summary(observation.progress, builder.status.progress)
 
 
 def _converge_executors(
@@ -554,6 +578,8 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         return
     kind = classify_change(running_spec, spec)
     if builder.status.failedSpecHash is not None and builder.status.failedSpecHash == spec_hash(spec):
+        if builder.error_reported:  # this decision refused it and said why
+            return
         builder.report_error(
             "UpgradeNotRetried",
             "this spec failed to upgrade (or was rolled back); the driver runs the previous spec. Change the spec to "
@@ -624,16 +650,11 @@ def _upgrade(
             "change; use upgradeMode savepoint (repartitioned through a savepoint) or stateless (empty state)",
         )
         return
+    if prewarm.wanted(spec):
+        prewarm.begin(builder, spec, observation, pod)
+        return
     if mode == "savepoint":
-        builder.event("SavepointUpgrade", "stopping with a savepoint, then starting a new run restored from it")
-        running = parse_spec_json(builder.status.lastReconciledSpec)
-        if running is not None and running.state.partitions != spec.state.partitions:
-            builder.event(
-                "RescalingThroughSavepoint",
-                f"state.partitions {running.state.partitions} -> {spec.state.partitions}: the savepoint is "
-                "repartitioned offline before the new run restores it",
-            )
-        savepoints.begin(builder, spec, pod, kind="Upgrade", reason="upgrade")
+        savepoints.begin_upgrade(builder, spec, pod)
         return
     if mode == "stateless":
         builder.event("StatelessUpgrade", f"starting run {run.number + 1} with empty state (upgradeMode stateless)")

@@ -74,6 +74,19 @@ def begin(
     builder.condition("Progressing", "True", kind, f"savepoint {name}")
 
 
+def begin_upgrade(builder: Builder, spec: StreamingAppSpec, pod: DriverPod) -> None:
+    """A savepoint upgrade: stop the running driver with a savepoint, then start a new run restored from it."""
+    builder.event("SavepointUpgrade", "stopping with a savepoint, then starting a new run restored from it")
+    running = parse_spec_json(builder.status.lastReconciledSpec)
+    if running is not None and running.state.partitions != spec.state.partitions:
+        builder.event(
+            "RescalingThroughSavepoint",
+            f"state.partitions {running.state.partitions} -> {spec.state.partitions}: the savepoint is "
+            "repartitioned offline before the new run restores it",
+        )
+    begin(builder, spec, pod, kind="Upgrade", reason="upgrade")
+
+
 def _request(
     builder: Builder, spec: StreamingAppSpec, pod: DriverPod, name: str, reason: str, *, stop: bool, create: bool
 ) -> None:

@@ -14,7 +14,7 @@ Never: I/O or the clock.
 from __future__ import annotations
 
 from headrace.api.models import RunStatus, StreamingAppSpec
-from headrace.core.attempts import ensure, expected_commits
+from headrace.core.attempts import ensure, expected_commits, may_repartition
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import DeletePod, PromoteDriver
@@ -63,11 +63,20 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
             if not (other.standby and other.run == run.number and other.attempt > run.attempt)
         ]
         if not others:  # the fence: no other driver of the app (continue_start waited for them to be gone)
-            builder.actions.append(PromoteDriver(pod=pod.name, address=pod.ip, control_tls=pod.control_tls))
+            promote = PromoteDriver(
+                pod=pod.name,
+                address=pod.ip,
+                control_tls=pod.control_tls,
+                restore_from=run.restoredFrom,  # a pre-warmed savepoint upgrade learns it only now
+                allow_repartition=may_repartition(spec, run),
+            )
+            builder.actions.append(promote)
             builder.event("StandbyPromoted", f"standby driver {pod.name} starts the queries of run {run.number}")
         return
     following = observation.driver(run.number, run.attempt + 1)
-    if following is not None and following.standby and following.terminated and not following.deleting:
+    planned = {action.name for action in builder.actions if isinstance(action, DeletePod)}
+    ended = following is not None and following.terminated and not following.deleting
+    if following is not None and following.standby and ended and following.name not in planned:
         builder.actions.append(DeletePod(name=following.name, reason="standby driver ended"))
         message = f"standby driver {following.name} ended ({following.reason}); replaced"
         builder.event("StandbyFailed", message, warning=True)
@@ -76,7 +85,7 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
     committed = observation.progress is not None and bool(observation.progress.committed)
     if following is None and running is not None and committed and wanted(spec):
         following_run = run.model_copy(update={"attempt": run.attempt + 1})
-        builder.actions.append(ensure(running, following_run, expected_commits(builder), standby=True))
+        builder.actions.append(ensure(running, following_run, expected_commits(builder), standby=True, keep=run))
         builder.event("StandbyStarting", f"warm standby driver for attempt {run.attempt + 1} of run {run.number}")
 
 

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
@@ -95,6 +96,7 @@ class Agent:
         if not settings.standby:
             self._promoted.set()
         self._phase: contract.RuntimePhase = "Standby" if settings.standby else "Starting"
+        self._at_gate = False  # a standby whose script waits at its first query start
         self._requested_executors: int | None = None
         self.last_savepoint: contract.LastSavepoint | None = None
         self.lease: LeaseGuard | None = None  # HEADRACE_DRIVER_LEASE: queries start only while it is held
@@ -149,6 +151,7 @@ class Agent:
             "standby: the script reached its first query start (%s); waiting to be promoted",
             call.query_name or "unnamed",
         )
+        self._at_gate = True
         while not self._promoted.wait(1.0):
             pass
 
@@ -161,11 +164,18 @@ class Agent:
         while not self.lease.wait_held(1.0):
             pass
 
-    def promote(self) -> dict[str, Any]:
-        """Let a standby start its queries (idempotent: `promoted` is False when it was not waiting)."""
+    def promote(self, restore_from: str | None = None, allow_repartition: bool = False) -> dict[str, Any]:
+        """Let a standby start its queries (idempotent: `promoted` is False when it was not waiting). `restore_from`:
+        the savepoint to restore when the driver was created before it was taken (a pre-warmed savepoint upgrade);
+        a restore source the driver was started with stays."""
         with self._start_lock:
             waiting = not self._promoted.is_set()
             if waiting:
+                if restore_from and not self.settings.restore_from:
+                    self.settings = replace(
+                        self.settings, restore_from=restore_from, allow_repartition=allow_repartition
+                    )
+                    log.info("promoted with savepoint %s to restore", restore_from)
                 self._phase = "Starting"
                 if self.phases is not None:
                     self.phases.mark(contract.PHASE_PROMOTED)
@@ -252,6 +262,7 @@ class Agent:
             "executors": self._executors(),
             "restoredFrom": self.settings.restore_from,
             "lastSavepoint": self.last_savepoint,
+            "atGate": self._at_gate and not self._promoted.is_set(),
         }
         if self.phases is not None:
             started = datetime.fromtimestamp(self.phases.started_at, UTC).isoformat(timespec="milliseconds")

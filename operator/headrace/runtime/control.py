@@ -52,8 +52,8 @@ class ControlActions(Protocol):
         """Delete one savepoint directory under this app's savepoint root."""
         ...
 
-    def promote(self) -> dict[str, Any]:
-        """Let a standby driver start its queries."""
+    def promote(self, restore_from: str | None = None, allow_repartition: bool = False) -> dict[str, Any]:
+        """Let a standby driver start its queries (restoring `restore_from` if it has no restore source)."""
         ...
 
 
@@ -152,7 +152,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(HTTPStatus.OK, self.actions.status())
 
     def _promote(self) -> None:
-        self._reply(HTTPStatus.OK, self.actions.promote())
+        body = self._body()
+        repartition = body.get("allowRepartition", False)
+        if not isinstance(repartition, bool):
+            raise ActionError(HTTPStatus.BAD_REQUEST, "field 'allowRepartition' must be a boolean")
+        self._reply(HTTPStatus.OK, self.actions.promote(_string_field(body, "restoreFrom", None), repartition))
 
     def _rescale(self) -> None:
         self._reply(HTTPStatus.OK, self.actions.rescale(_executors_field(self._body())))

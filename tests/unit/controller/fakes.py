@@ -98,9 +98,9 @@ class FakeKube(KubeClient):
         self.secrets[(namespace, name)].update(values)
 
     def prune_attempt_objects(
-        self, namespace: str, app: str, keep_run: int, keep_attempt: int, *, keep_previous: bool = False
+        self, namespace: str, app: str, keep_run: int, keep_attempt: int, *, also_keep: tuple[int, int] | None = None
     ) -> list[str]:
-        kept = f" keeping a{keep_attempt - 1}" if keep_previous else ""
+        kept = f" keeping r{also_keep[0]}-a{also_keep[1]}" if also_keep is not None else ""
         self.calls.append(("prune_attempt_objects", f"{app}-r{keep_run}-a{keep_attempt}{kept}"))
         return []
 
@@ -156,9 +156,13 @@ class FakeDriver(DriverControl):
         self.calls.append(("stop-with-savepoint" if stop else "savepoint", path))
         return {"path": path, "sizeBytes": 10, "queries": [{"batchId": 4}]}
 
-    def promote(self, endpoint: DriverEndpoint) -> dict[str, Any]:
+    def promote(
+        self, endpoint: DriverEndpoint, *, restore_from: str | None = None, allow_repartition: bool = False
+    ) -> dict[str, Any]:
         self.endpoints.append(endpoint)
-        self.calls.append(("promote", endpoint.address))
+        self.calls.append(
+            ("promote", endpoint.address if restore_from is None else f"{endpoint.address} {restore_from}")
+        )
         return {"promoted": True, "phase": "Starting"}
 
     def rescale(self, endpoint: DriverEndpoint, executors: int) -> dict[str, Any]:

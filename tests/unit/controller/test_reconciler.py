@@ -109,14 +109,19 @@ def test_ensure_driver_creates_the_pod_last_after_the_other_objects_and_the_prun
 def test_a_standby_is_created_with_its_role_and_keeps_the_running_attempts_objects() -> None:
     kube, _, reconciler, _ = cluster()
     action = EnsureDriver(
-        run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1", standby=True
+        run=1,
+        attempt=2,
+        spec=spec(),
+        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1",
+        standby=True,
+        keep=(1, 1),
     )
     reconciler._act(kube.apps[(NAMESPACE, APP)], action)
     (pod,) = [obj for obj in kube.created if obj["kind"] == "Pod"]
     assert pod["metadata"]["labels"][names.STANDBY] == "true"
     env = {item["name"]: item.get("value") for item in pod["spec"]["containers"][0]["env"]}
     assert env[contract.ENV_STANDBY] == "true" and env[contract.ENV_ATTEMPT] == "2"
-    assert ("prune_attempt_objects", "clicks-r1-a2 keeping a1") in kube.calls
+    assert ("prune_attempt_objects", "clicks-r1-a2 keeping r1-a1") in kube.calls
 
 
 def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None:
@@ -359,3 +364,20 @@ def test_ask_ahead_asks_nobody_without_a_running_driver() -> None:
     reconciler.ask_ahead(NAMESPACE, APP)  # the app has no driver pod
     reconciler.ask_ahead(NAMESPACE, "gone")
     assert driver.endpoints == []
+
+
+@pytest.mark.parametrize(
+    ("step", "phase", "asked"),
+    [("Prewarm", "Running", True), ("Prewarm", "Pending", False), ("TakeSavepoint", "Running", False)],
+)
+def test_a_pre_warmed_upgrades_new_driver_is_asked_only_while_it_warms(step: str, phase: str, asked: bool) -> None:
+    """Whether it waits at its gate is what the planner needs (issue 14 item 4); asked only during the pre-warm."""
+    _, driver, reconciler, _ = cluster()
+    new = "clicks-r2-a1-driver"
+    pending = {"kind": "Upgrade", "step": step, "startedAt": "2026-11-21T12:00:00Z", "detail": {"prewarm": new}}
+    body = app_body({"run": {"driverPod": DRIVER}, "pendingOperation": pending})
+    warming = _running_driver_pod()
+    warming["metadata"]["name"], warming["status"] = new, {"phase": phase, "podIP": "10.0.0.7"}
+    document = reconciler._prewarmed_status(body, [_running_driver_pod(), warming])
+    assert (document is not None) == asked
+    assert [endpoint.address for endpoint in driver.endpoints] == (["10.0.0.7"] if asked else [])
