@@ -26,7 +26,9 @@ change of the spec to the first batch committed by the new driver, with the same
 change; "old driver gone" includes the savepoint, whose completion is a phase of its own where one is
 taken): `savepoint-upgrade` and `last-state-upgrade` (a driver variable changed, under that
 upgradeMode), `partitions` (state.partitions 8 -> 12 -> 8 ..., through a savepoint and an offline
-repartition) and `resume` (suspended first, not measured; from the resume). `--cold K` first measures K
+repartition) and `resume` (suspended first, not measured; from the resume); `--prewarm` pre-warms the
+upgrades (`standby.prewarmUpgrades`); `last_batch_before` is the last batch committed before the new
+driver's first (the processing pause is `first_batch` minus it). `--cold K` first measures K
 cold recoveries of the same deployment, the ratio's baseline unless `--baseline FILE` is given (e.g.
 `--recovery 10 --json cold.json` run just before).
 """
@@ -197,6 +199,9 @@ def _phases(
     phases = _poll_phases(checks, since)
     first = min(new_commits()) - since
     phases["first_batch"] = first  # the commit file's own time, not the poll's
+    earlier = [stamp for stamp in app.commit_times_after(since - 120) if stamp < since + first]
+    if earlier:  # the last batch before the new driver's first: the processing pause is first_batch minus this
+        phases["last_batch_before"] = max(earlier) - since
     status = app.core.read_namespaced_pod(_driver(app), app.namespace).status  # the new driver's
     started = status.start_time.timestamp() if status and status.start_time else None
     for name, seconds in _runtime_phases(status.pod_ip if status else None).items():
@@ -368,13 +373,15 @@ def transitions(
     spark_conf: dict[str, str] | None = None,
     *,
     save: Path | None = None,
+    prewarm: bool = False,
 ) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     """`cold` cold recoveries, then `runs` transitions of `kind`, on one deployment under a steady trickle of
     input (`spark_conf` added to the app's): each from the change of the spec to the first batch committed by
     the new driver. Returns the transitions' phases and the recoveries'; the runs so far are written to `save`
     (the recoveries to its name with `.cold.json`) after each."""
     mode, change_of, takes_savepoint = TRANSITIONS[kind]
-    with _bench_app(target, _overrides(spark_conf or {}, upgradeMode=mode)) as app:
+    warm = {"standby": {"prewarmUpgrades": True}} if prewarm else {}
+    with _bench_app(target, _overrides(spark_conf or {}, upgradeMode=mode, **warm)) as app:
         baseline = _recoveries(app, cold, save=save and save.with_suffix(".cold.json"))
         results: list[dict[str, float]] = []
         for number in range(1, runs + 1):
@@ -413,6 +420,9 @@ def main() -> None:
     parser.add_argument(
         "--transition", choices=sorted(TRANSITIONS), help="only this transition, --runs times on one deployment"
     )
+    parser.add_argument(
+        "--prewarm", action="store_true", help="with --transition: upgrades pre-warmed (standby.prewarmUpgrades)"
+    )
     parser.add_argument("--runs", type=int, default=10, metavar="N", help="with --transition: how many (10)")
     parser.add_argument(
         "--cold", type=int, default=0, metavar="K", help="with --transition: K cold recoveries first, the baseline"
@@ -431,7 +441,13 @@ def main() -> None:
             return
         if options.transition:
             results, cold = transitions(
-                target, options.transition, options.runs, options.cold, spark_conf, save=options.json
+                target,
+                options.transition,
+                options.runs,
+                options.cold,
+                spark_conf,
+                save=options.json,
+                prewarm=options.prewarm,
             )
             if cold:
                 print("cold recovery, same deployment:", flush=True)

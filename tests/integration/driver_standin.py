@@ -31,6 +31,7 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -62,7 +63,7 @@ POLL_SECONDS = 0.05
 
 @dataclass(frozen=True)
 class Request:
-    """One control request a driver received (`kind`: savepoint, stop or rescale)."""
+    """One control request a driver received (`kind`: savepoint, stop, rescale, promote, dispose), or its start."""
 
     pod: str
     kind: str
@@ -243,8 +244,10 @@ class Kubelet:
         report_delay: float = 0.0,
         savepoint_delay: float = 0.0,
         storage: Path | None = None,
+        never_start: Callable[[Any], bool] = lambda pod: False,
     ) -> None:
         self.api = api
+        self.never_start = never_start  # pods it leaves Pending (as if their image could not be pulled)
         self.store = LocalStore(storage) if storage is not None else None
         self.savepoint_delay = savepoint_delay
         self.namespace = namespace
@@ -307,7 +310,7 @@ class Kubelet:
         for driver in self.drivers.values():
             self._maybe_exit(driver, pods.get(driver.pod))
         for name, pod in pods.items():
-            if name not in self.drivers and pod.metadata.deletion_timestamp is None:
+            if name not in self.drivers and pod.metadata.deletion_timestamp is None and not self.never_start(pod):
                 self._start(pod)
 
     def _start(self, pod: Any) -> None:
@@ -318,6 +321,7 @@ class Kubelet:
         driver.savepoint_delay = self.savepoint_delay
         driver.store = self.store
         self.drivers[pod.metadata.name] = driver
+        self.requests.append(Request(pod.metadata.name, "start"))  # not a request: when its process started
         tls = self._tls(env, pod)
         self.tls[pod.metadata.name] = tls is not None
         address = _loopback_address()
