@@ -26,8 +26,9 @@ change of the spec to the first batch committed by the new driver, with the same
 change; "old driver gone" includes the savepoint, whose completion is a phase of its own where one is
 taken): `savepoint-upgrade` and `last-state-upgrade` (a driver variable changed, under that
 upgradeMode), `partitions` (state.partitions 8 -> 12 -> 8 ..., through a savepoint and an offline
-repartition) and `resume` (suspended first, not measured; from the resume); `--prewarm` pre-warms the
-upgrades (`standby.prewarmUpgrades`); `last_batch_before` is the last batch committed before the new
+repartition) and `resume` (suspended first, not measured; from the resume); with `--prewarm` every
+second upgrade is pre-warmed (`standby.prewarmUpgrades` set with the change), summed up apart, the cold
+ones of the same deployment its baseline; `last_batch_before` is the last batch committed before the new
 driver's first (the processing pause is `first_batch` minus it). `--cold K` first measures K
 cold recoveries of the same deployment, the ratio's baseline unless `--baseline FILE` is given (e.g.
 `--recovery 10 --json cold.json` run just before).
@@ -373,22 +374,30 @@ def transitions(
     spark_conf: dict[str, str] | None = None,
     *,
     save: Path | None = None,
-    prewarm: bool = False,
+    prewarmed: list[dict[str, float]] | None = None,
 ) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     """`cold` cold recoveries, then `runs` transitions of `kind`, on one deployment under a steady trickle of
     input (`spark_conf` added to the app's): each from the change of the spec to the first batch committed by
     the new driver. Returns the transitions' phases and the recoveries'; the runs so far are written to `save`
-    (the recoveries to its name with `.cold.json`) after each."""
+    (the recoveries to its name with `.cold.json`) after each. Given `prewarmed`, every second run is a pre-warmed
+    upgrade, whose phases go there (and to `save`'s name with `.prewarmed.json`)."""
     mode, change_of, takes_savepoint = TRANSITIONS[kind]
-    warm = {"standby": {"prewarmUpgrades": True}} if prewarm else {}
-    with _bench_app(target, _overrides(spark_conf or {}, upgradeMode=mode, **warm)) as app:
+    with _bench_app(target, _overrides(spark_conf or {}, upgradeMode=mode)) as app:
         baseline = _recoveries(app, cold, save=save and save.with_suffix(".cold.json"))
         results: list[dict[str, float]] = []
         for number in range(1, runs + 1):
             _steady(app)
             change = change_of(app, number)
+            warm = prewarmed is not None and number % 2 == 0
+            if prewarmed is not None:  # applied without a restart; the next upgrade is pre-warmed or not by it
+                app.patch_spec({"standby": {"prewarmUpgrades": warm}})
             extra = {"savepoint_taken": _savepoint_taken(app)} if takes_savepoint else None
-            _measured(app, f"{kind} {number}", functools.partial(_phases, app, change, extra), results, save)
+            measure = functools.partial(_phases, app, change, extra)
+            if warm and prewarmed is not None:
+                warm_save = save and save.with_suffix(".prewarmed.json")
+                _measured(app, f"{kind} {number} pre-warmed", measure, prewarmed, warm_save)
+            else:
+                _measured(app, f"{kind} {number}", measure, results, save)
     return results, baseline
 
 
@@ -420,9 +429,7 @@ def main() -> None:
     parser.add_argument(
         "--transition", choices=sorted(TRANSITIONS), help="only this transition, --runs times on one deployment"
     )
-    parser.add_argument(
-        "--prewarm", action="store_true", help="with --transition: upgrades pre-warmed (standby.prewarmUpgrades)"
-    )
+    parser.add_argument("--prewarm", action="store_true", help="with --transition: every second upgrade pre-warmed")
     parser.add_argument("--runs", type=int, default=10, metavar="N", help="with --transition: how many (10)")
     parser.add_argument(
         "--cold", type=int, default=0, metavar="K", help="with --transition: K cold recoveries first, the baseline"
@@ -447,13 +454,16 @@ def main() -> None:
                 options.cold,
                 spark_conf,
                 save=options.json,
-                prewarm=options.prewarm,
+                prewarmed=(prewarmed := []) if options.prewarm else None,
             )
             if cold:
                 print("cold recovery, same deployment:", flush=True)
                 _summary(cold)
             print(f"{options.transition}:", flush=True)
             _summary(results, saved or cold)
+            if options.prewarm:
+                print(f"{options.transition}, pre-warmed (baseline: the cold ones above):", flush=True)
+                _summary(prewarmed, results)
             return
         for name, value in run(target).items():
             print(f"{name}: {value:.1f}", flush=True)
