@@ -189,3 +189,14 @@ def test_the_warm_up_counts_in_the_upgrade_transition() -> None:
     started = step(None, status, created, later(2))
     assert started.underway is not None and started.underway.transition == "upgrade"
     assert started.underway.since == later(2)
+
+
+def test_a_driver_left_by_a_dropped_pre_warm_of_the_same_spec_is_waited_out_not_taken_for_a_failure() -> None:
+    created = decide(view(NEW, running()), Observation(drivers=(pod(),), progress=PROCESSING), later(2)).status
+    leftover = warm(deleting=True, created_at=later(1))  # made before this pre-warm began
+    waiting = decide(view(NEW, created), Observation(drivers=(pod(), leftover), progress=PROCESSING), later(5))
+    assert waiting.actions == () and waiting.status.failedSpecHash is None
+    assert waiting.status.pendingOperation is not None and waiting.status.pendingOperation.step == "Prewarm"
+    deleted = warm(deleting=True, created_at=later(3))  # this pre-warm's own driver, deleted: the upgrade is refused
+    refused = decide(view(NEW, created), Observation(drivers=(pod(), deleted), progress=PROCESSING), later(5))
+    assert refused.status.failedSpecHash == spec_hash(NEW)

@@ -31,7 +31,7 @@ from headrace.core.attempts import delete_pods, ensure, expected_commits, next_a
 from headrace.core.builder import Builder, spec_hash
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, Observation
-from headrace.core.timefmt import format_time
+from headrace.core.timefmt import format_time, parse_time
 
 PREWARM = "prewarm"  # pendingOperation.detail: the pre-warmed driver's pod
 TARGET = "target"  # ... the spec hash being upgraded to
@@ -104,26 +104,7 @@ def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, 
     if new is None or new.spec_hash != goal.specHash:  # not there yet, or the old spec's standby in its place
         _create(builder, spec, observation, goal, new)
         return
-    if new.deleting or new.terminated:
-        why = new.message or new.reason or ("deleted" if new.deleting else f"exit code {new.exit_code}")
-        _refuse(builder, new, pod, f"it ended before its first query start: {why}")
-        return
-    waited = (builder.now - new.created_at).total_seconds() if new.created_at is not None else 0.0
-    timeout = parse_duration(spec.restartPolicy.startTimeout)
-    prewarmed = observation.prewarmed
-    if prewarmed is None or not prewarmed.at_gate:
-        if waited >= timeout:
-            waiting = f" ({new.waiting})" if new.waiting else ""
-            _refuse(
-                builder,
-                new,
-                pod,
-                f"it did not reach its first query start within restartPolicy.startTimeout "
-                f"({spec.restartPolicy.startTimeout}){waiting}; check spec.image, the script and the cluster's "
-                "capacity, or raise restartPolicy.startTimeout",
-            )
-            return
-        builder.requeue(min(PREWARM_POLL_SECONDS, timeout - waited))
+    if not _at_gate(builder, spec, observation, new, pod):
         return
     builder.event("UpgradePrewarmed", f"driver {new.name} waits at its first query start: stopping driver {pod.name}")
     if spec.upgradeMode == "savepoint":
@@ -131,6 +112,38 @@ def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, 
     else:
         builder.event("LastStateUpgrade", f"driver {new.name} takes over the checkpoint of run {run.number}")
         next_attempt(builder, spec, observation, why="Upgrading")
+
+
+def _at_gate(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, new: DriverPod, old: DriverPod
+) -> bool:
+    """Whether the new driver waits at its gate; if not, wait for it, or refuse the upgrade when it failed."""
+    pending = builder.status.pendingOperation
+    assert pending is not None
+    if new.deleting and new.created_at is not None and new.created_at < parse_time(pending.startedAt):
+        builder.requeue(FENCE_POLL_SECONDS)  # left by an earlier, dropped pre-warm of the same spec: wait it out
+        return False
+    if new.deleting or new.terminated:
+        why = new.message or new.reason or ("deleted" if new.deleting else f"exit code {new.exit_code}")
+        _refuse(builder, new, old, f"it ended before its first query start: {why}")
+        return False
+    if observation.prewarmed is not None and observation.prewarmed.at_gate:
+        return True
+    waited = (builder.now - new.created_at).total_seconds() if new.created_at is not None else 0.0
+    timeout = parse_duration(spec.restartPolicy.startTimeout)
+    if waited < timeout:
+        builder.requeue(min(PREWARM_POLL_SECONDS, timeout - waited))
+        return False
+    waiting = f" ({new.waiting})" if new.waiting else ""
+    _refuse(
+        builder,
+        new,
+        old,
+        f"it did not reach its first query start within restartPolicy.startTimeout "
+        f"({spec.restartPolicy.startTimeout}){waiting}; check spec.image, the script and the cluster's "
+        "capacity, or raise restartPolicy.startTimeout",
+    )
+    return False
 
 
 def _create(
