@@ -38,8 +38,8 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# kopf's logger of per-object lines: "Handler 'pod-changed' succeeded." for every watch event (one line per event,
-# about 4 % of the operator's CPU in a profile at 50 apps/s), "Deletion is processed", its handlers' failures.
+# kopf's logger of per-object lines: "Handler 'pod-changed' succeeded." for every watch event (25 us of CPU each,
+# formatted and written), "Deletion is processed", its handlers' failures.
 KOPF_OBJECT_LOGGER = "kopf.objects"
 
 
