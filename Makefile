@@ -24,9 +24,12 @@ unit: setup
 	$(UV) run pytest tests/unit -q
 
 # Everything: lint, unit, runtime (real PySpark + Kafka), integration (real API server) and
-# end-to-end (a real single-node cluster built here). The first run builds Kubernetes from source.
+# end-to-end (a real single-node cluster built here). The first run builds Kubernetes from source,
+# once, before two pytest workers start: one runs the tests that need the machine's one real node
+# (tests/e2e, tests/testbed) in order, the other everything else (tests/conftest.py).
 test: lint
-	$(UV) run pytest
+	$(UV) run python -m testbed build
+	$(UV) run pytest -n 2
 
 quickstart: setup
 	$(UV) run python -m testbed quickstart

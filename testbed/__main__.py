@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 COMMANDS = {
     "host": ("testbed.host", "check | install: the Debian packages the cluster and the tests need"),
-    "build": ("testbed.build", "build the Kubernetes, etcd and helm binaries into the cache"),
+    "build": ("testbed.build", "build the testbed binaries and resolve the Kafka jars into the cache"),
     "apiserver": ("testbed.controlplane", "run etcd and a bare API server"),
     "cluster": ("testbed.cluster", "up | down | status | import: the local single-node cluster"),
     "images": ("testbed.images", "build the operator and Spark images from the Dockerfile"),

@@ -250,7 +250,10 @@ def ensure_binaries() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m testbed.build`: build the testbed binaries into the cache."""
+    """`python -m testbed.build`: build the testbed binaries and resolve the Kafka jars into the cache.
+
+    `make test` runs it before the two pytest workers start, so they never build or download the same
+    thing at once on a cold cache."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.parse_args(argv)
     print(ensure_binaries())
@@ -264,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import kwok  # imports this module too: the simulated nodes' build lives beside their runner
 
     print(kwok.ensure_kwok())
+    from testbed import kafka  # the broker's and Spark's Kafka jars, resolved once into the Maven cache
+
+    print(*kafka.broker_jars()[:1], *kafka.spark_kafka_jars()[:1], sep="\n")
     return 0
 
 

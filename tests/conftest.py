@@ -1,5 +1,7 @@
 """Shared fixtures: a real control plane (etcd + kube-apiserver + controller-manager + scheduler) per test
-session, an API client for it, and a throw-away namespace per test.
+session, an API client for it, and a throw-away namespace per test; and the split of the suite over
+two pytest-xdist workers (`make test`): the tests that need the machine's one real node on one, in
+order, everything else on the other.
 
 The logic lives in `testbed.controlplane`; this file only wires it into pytest. Tests that use
 `control_plane` (directly or through `kube_api`/`namespace`) are marked `apiserver` automatically; the
@@ -20,12 +22,34 @@ from testbed.controlplane import (
     ensure_control_plane_binaries,
 )
 
+# Packages whose tests start the machine's one real node (or build what it runs). Under `pytest -n 2`
+# (`make test`) they run in collection order on one worker, everything else on the other.
+NODE_PACKAGES = frozenset({"e2e", "testbed"})
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that needs the control plane with `apiserver`, so `-m "not apiserver"` works."""
     for item in items:
         if "control_plane" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.apiserver)
+
+
+def worker_share(nodeid: str) -> str:
+    """`node` for a test of the node's packages, `local` for any other (a node id is `tests/<package>/...`)."""
+    parts = nodeid.split("/")
+    return "node" if len(parts) > 2 and parts[0] == "tests" and parts[1] in NODE_PACKAGES else "local"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under `-n`, two work units: the node's tests and the rest (pytest-xdist's own `loadgroup` loses
+    its groups on pytest 9.2, pytest-dev/pytest-xdist#1386; its `loadscope` takes a unit per module)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NodeAndLocal(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_share(nodeid)
+
+    return NodeAndLocal(config, log)
 
 
 @pytest.fixture(scope="session")
