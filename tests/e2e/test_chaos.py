@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import random
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -35,7 +36,11 @@ pytestmark = [
 ]
 LONG = MODE == "1"
 OUTAGE_SECONDS = 30.0
-SEED = int(os.environ.get("HEADRACE_CHAOS_SEED") or random.randrange(1_000_000))  # noqa: S311 - printed, replayable
+# The order is drawn at collection: under pytest-xdist (`make test`) every worker collects, and they must
+# agree, so the run's shared id seeds it there.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_DRAWN = zlib.crc32(_RUN.encode()) % 1_000_000 if _RUN else random.randrange(1_000_000)  # noqa: S311 - printed
+SEED = int(os.environ.get("HEADRACE_CHAOS_SEED") or _DRAWN)
 SCHEDULE = (
     faults.one_by_one(faults.schedule(1, SEED, pauses=(1.0, 5.0))) if LONG else faults.grouped(SEED, pauses=(0.5, 2.0))
 )
