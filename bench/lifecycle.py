@@ -184,7 +184,11 @@ def _phases(
         return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > floor]
 
     def committed() -> bool:
-        return _driver(app) != old and (not present or old_driver_gone()) and bool(new_commits())
+        status = app.status()
+        if status.get("error"):  # the operator refused the change: nothing will come
+            raise RuntimeError(f"the change was not applied: {status['error']}")
+        driver = (status.get("run") or {}).get("driverPod")
+        return driver not in (None, old) and (not present or old_driver_gone()) and bool(new_commits())
 
     present = old in driver_pods()  # not after a suspension
     checks = {"old_driver_gone": old_driver_gone} if present else {}
@@ -329,7 +333,7 @@ def recoveries(
         return _recoveries(app, runs, standby, save)
 
 
-BENCH_ENV = "HEADRACE_BENCH_RUN"  # a driver variable nothing reads: changing it is an upgrade and nothing else
+BENCH_ENV = "BENCH_RUN"  # a driver variable nothing reads (HEADRACE_* are reserved): an upgrade and nothing else
 
 
 def _upgrade(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
@@ -447,6 +451,7 @@ def main() -> None:
             _summary(results, saved)
             return
         if options.transition:
+            prewarmed: list[dict[str, float]] = []
             results, cold = transitions(
                 target,
                 options.transition,
@@ -454,7 +459,7 @@ def main() -> None:
                 options.cold,
                 spark_conf,
                 save=options.json,
-                prewarmed=(prewarmed := []) if options.prewarm else None,
+                prewarmed=prewarmed if options.prewarm else None,
             )
             if cold:
                 print("cold recovery, same deployment:", flush=True)
@@ -462,7 +467,7 @@ def main() -> None:
             print(f"{options.transition}:", flush=True)
             _summary(results, saved or cold)
             if options.prewarm:
-                print(f"{options.transition}, pre-warmed (baseline: the cold ones above):", flush=True)
+                print(f"{options.transition}, pre-warmed (baseline: the ones above, not pre-warmed):", flush=True)
                 _summary(prewarmed, results)
             return
         for name, value in run(target).items():
