@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient
 
-from headrace.api import models
+from headrace.api import models, names
 from testbed.controlplane import ControlPlane
 from testbed.operator_process import OperatorProcess
 
@@ -394,3 +394,45 @@ def test_storage_outage_longer_than_the_restart_budget_recovers_when_storage_ret
     )
     assert healthy
     assert {"RestartsExhausted", "DriverFailed"} <= {event.reason for event in events_for(api, namespace, "outage")}
+
+
+def test_a_restart_sends_only_its_own_objects_and_a_second_failure_restores_a_deleted_one(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """The first restart after a driver that ran creates only its ConfigMap, Service and pod (the app's shared
+    objects served that driver, and this operator made them); a second failure in a row sends everything again,
+    so a shared object deleted by hand comes back."""
+    app = "heal"
+    core, networking = client.CoreV1Api(api), client.NetworkingV1Api(api)
+    policy = names.service_account(app)  # the app's NetworkPolicy is named like its ServiceAccount
+
+    def policies() -> list[str]:
+        return [item.metadata.name for item in networking.list_namespaced_network_policy(namespace).items]
+
+    def config_maps() -> list[str]:
+        items = core.list_namespaced_config_map(namespace, label_selector=f"{names.APP}={app}").items
+        return sorted(item.metadata.name for item in items)
+
+    def started(attempt: int) -> str:
+        driver = f"{app}-r1-a{attempt}-driver"
+        wait_for(lambda: [p for p in live_driver_pods(api, namespace, app) if p.metadata.name == driver], what=driver)
+        return driver
+
+    def run_then_fail(driver: str) -> None:
+        set_pod_running(api, namespace, driver, ip="127.0.0.3")
+        wait_for(lambda: _status(api, namespace, app).get("phase") == "Running", what=f"{driver} Running")
+        set_pod_failed(api, namespace, driver)
+
+    create_app(api, namespace, app_manifest(app, restartPolicy={"backoff": {"initialSeconds": 0.5, "maxSeconds": 1}}))
+    first = started(1)
+    assert policy in policies()
+    networking.delete_namespaced_network_policy(policy, namespace)
+    run_then_fail(first)
+    second = started(2)
+    assert policy not in policies()  # the first restart made only its own objects
+    assert config_maps() == [f"{app}-r1-a2-conf"]  # and removed the failed attempt's by name
+    run_then_fail(second)
+    started(3)
+    assert _status(api, namespace, app)["restarts"]["consecutive"] == 2
+    assert policy in policies()  # the second failure in a row sent every shared object again
+    assert config_maps() == [f"{app}-r1-a3-conf"]

@@ -132,6 +132,30 @@ def test_first_restart_fences_then_creates_next_attempt_without_waiting() -> Non
     assert kinds(due) == ["DeletePod"]
 
 
+def test_only_the_first_restart_after_a_driver_that_ran_may_skip_the_apps_shared_objects() -> None:
+    """The run's previous attempt ran with the app's ServiceAccounts, RBAC and NetworkPolicy: the first restart
+    may send only its own objects; a second failure in a row sends everything again (healing a deleted one)."""
+    failed = pod(phase="Failed", exit_code=1, reason="Error")
+    status = step(running_app(), seen(failed), later(10)).status
+    first = step(status, seen(), later(10))
+    (action,) = first.actions
+    assert isinstance(action, EnsureDriver) and (action.attempt, action.after_ran) == (2, True)
+    status = step(first.status, seen(pod(attempt=2, running_since=later(11))), later(11)).status
+    status = step(status, seen(pod(attempt=2, phase="Failed", exit_code=1, reason="Error")), later(20)).status
+    second = step(step(status, seen(), later(22)).status, seen(), later(23))
+    (action,) = second.actions
+    assert isinstance(action, EnsureDriver) and (action.attempt, action.after_ran) == (3, False)
+
+
+def test_a_restart_after_a_driver_that_never_ran_sends_every_object() -> None:
+    status = step(None).status
+    overdue = step(status, seen(pod(phase="Pending", created_at=later(1))), later(1 + 601)).status
+    assert overdue.restarts.lastFailureReason == "DriverStartTimeout"
+    plans = [step(overdue, seen(), later(1 + 601 + wait)) for wait in (0, 1, 2, 4, 8)]
+    ensures = [action for plan in plans for action in plan.actions if isinstance(action, EnsureDriver)]
+    assert ensures and not any(action.after_ran for action in ensures)
+
+
 def test_second_failure_waits_for_backoff_then_fences_then_creates_next_attempt() -> None:
     failed = pod(phase="Failed", exit_code=1, reason="Error")
     status = step(running_app(), seen(failed), later(10)).status

@@ -371,6 +371,17 @@ class KubeClient:
                     _ignore(HTTP_NOT_FOUND, error)
         return deleted
 
+    def delete_attempt_objects(self, namespace: str, app: str, run: int, attempt: int) -> None:
+        """Delete one attempt's ConfigMap and Service by name (gone already is fine): a restart's cheap prune."""
+        for deleter, name in (
+            (self.core.delete_namespaced_config_map, names.config_map(app, run, attempt)),
+            (self.core.delete_namespaced_service, names.driver_service(app, run, attempt)),
+        ):
+            try:
+                release(deleter(name, namespace, _preload_content=False))
+            except ApiException as error:
+                _ignore(HTTP_NOT_FOUND, error)
+
     # ---------------------------------------------------------------------------------- events --
     def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:
         """A core/v1 Event about an object (visible in `kubectl describe` and `kubectl events`)."""

@@ -13,6 +13,7 @@ from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.conditions import get_condition
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan
+from headrace.core.restarts import NEVER_RAN_REASONS
 from headrace.core.timefmt import format_time
 
 FENCE_POLL_SECONDS = 1.0
@@ -93,7 +94,7 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:
-        builder.actions.append(ensure(spec, run, expected_commits(builder)))
+        builder.actions.append(ensure(spec, run, expected_commits(builder), after_ran=after_ran(builder.status, run)))
         builder.requeue(PENDING_POLL_SECONDS)
         return
     builder.status.pendingOperation = None
@@ -131,6 +132,16 @@ def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | N
     return replace(plan, status=previous)
 
 
+def after_ran(status: StreamingAppStatus, run: RunStatus) -> bool:
+    """Whether `run`'s attempt follows one of the same run (same spec, same shared objects) that ran, after the
+    first failure since the run was healthy, for a reason that means it ran. Its ServiceAccounts, RBAC, Lease,
+    NetworkPolicy and control Secret then served a running driver a moment ago, so the controller need not send
+    them again. A second failure in a row (or one of a driver that never ran) sends them all, which restores an
+    object deleted by hand."""
+    restarts = status.restarts
+    return run.attempt > 1 and restarts.consecutive == 1 and restarts.lastFailureReason not in NEVER_RAN_REASONS
+
+
 def _without_ready(conditions: list[Condition]) -> list[Condition]:
     return [condition for condition in conditions if condition.type != "Ready"]
 
@@ -155,6 +166,7 @@ def ensure(
     check_only: bool = False,
     standby: bool = False,
     keep: RunStatus | None = None,
+    after_ran: bool = False,
 ) -> EnsureDriver:
     """Create (or with `check_only`, dry-run) the objects of `run`'s attempt (as a warm standby, with `standby`,
     beside the driver of `keep`, whose objects stay)."""
@@ -169,6 +181,7 @@ def ensure(
         check_only=check_only,
         standby=standby,
         keep=(keep.number, keep.attempt) if keep is not None else None,
+        after_ran=after_ran,
     )
 
 

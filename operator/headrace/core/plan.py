@@ -25,6 +25,9 @@ class EnsureDriver:
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
     standby: bool = False  # a warm standby of the next attempt, beside the running driver (spec.standby)
     keep: tuple[int, int] | None = None  # (run, attempt) of the driver that keeps running beside it: its objects stay
+    # The run's previous attempt ran with the app's shared objects and failed once since the run was healthy: the
+    # controller may create only this attempt's own objects (`attempts.after_ran`).
+    after_ran: bool = False
 
 
 @dataclass(frozen=True)

@@ -465,15 +465,25 @@ def missing_control_secret_values(
     return missing
 
 
-def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
-    """Everything one attempt needs, in creation order (the pod last: what it mounts exists first).
-    The control Secret is separate because its token is made at the edge."""
+def app_objects(attempt: Attempt) -> list[dict[str, Any]]:
+    """The objects every attempt of the app shares (named after the app, not the attempt): ServiceAccounts,
+    Roles and RoleBindings, the driver Lease of a guarded app, the NetworkPolicy. Not the control Secret, made
+    apart because its token is made at the edge."""
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
     lease = [driver_lease(attempt)] if guarded(attempt.spec) else []
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
         *lease,
         security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
+    ]
+
+
+def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
+    """Everything one attempt needs, in creation order (the pod last: what it mounts exists first): the app's
+    shared objects (`app_objects`), then the attempt's own ConfigMap, Service and pod.
+    The control Secret is separate because its token is made at the edge."""
+    return [
+        *app_objects(attempt),
         config_map(attempt),
         driver_service(attempt),
         driver_pod(attempt),

@@ -104,6 +104,9 @@ class FakeKube(KubeClient):
         self.calls.append(("prune_attempt_objects", f"{app}-r{keep_run}-a{keep_attempt}{kept}"))
         return []
 
+    def delete_attempt_objects(self, namespace: str, app: str, run: int, attempt: int) -> None:
+        self.calls.append(("delete_attempt_objects", f"{app}-r{run}-a{attempt}"))
+
     def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:
         self.events.append(reason)
 

@@ -106,6 +106,49 @@ def test_ensure_driver_creates_the_pod_last_after_the_other_objects_and_the_prun
     assert ("create Pod", "clicks-r1-a2-driver") in kube.calls
 
 
+def _restart(attempt: int, *, after_ran: bool, **changes: Any) -> EnsureDriver:
+    checkpoint = "s3a://bucket/checkpoints/analytics/clicks/r1"
+    return EnsureDriver(run=1, attempt=attempt, spec=spec(**changes), checkpoint_dir=checkpoint, after_ran=after_ran)
+
+
+def test_a_restart_after_a_run_that_ran_sends_only_the_attempts_own_objects() -> None:
+    kube, _, reconciler, _ = cluster()
+    body = kube.apps[(NAMESPACE, APP)]
+    reconciler._act(body, _restart(1, after_ran=False))  # this process makes the app's shared objects
+    shared = {f"create {obj['kind']}" for obj in kube.created} - {"create ConfigMap", "create Service", "create Pod"}
+    assert {"create Secret", "create ServiceAccount", "create Role", "create NetworkPolicy"} <= shared
+    kube.calls.clear()
+    reconciler._act(body, _restart(2, after_ran=True))
+    assert sorted(kube.calls[:3]) == [
+        ("create ConfigMap", "clicks-r1-a2-conf"),
+        ("create Service", "clicks-r1-a2-driver"),
+        ("delete_attempt_objects", "clicks-r1-a1"),
+    ]
+    assert kube.calls[3:] == [("create Pod", "clicks-r1-a2-driver")]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "changes", "why"),
+    [
+        (False, False, {}, "a repeated failure (or a driver that never ran) sends everything again"),
+        (None, True, {}, "objects this process did not make (a new operator process) are sent once more"),
+        (False, True, {"serviceAccountName": "own"}, "shared objects that differ from those made are sent"),
+    ],
+)
+def test_a_restart_sends_the_shared_objects_unless_this_process_made_the_same_ones(
+    first: bool | None, second: bool, changes: dict[str, Any], why: str
+) -> None:
+    kube, _, reconciler, _ = cluster()
+    body = kube.apps[(NAMESPACE, APP)]
+    if first is not None:
+        reconciler._act(body, _restart(1, after_ran=first))
+    kube.calls.clear()
+    reconciler._act(body, _restart(2, after_ran=second, **changes))
+    kinds = [call[0] for call in kube.calls]
+    assert {"create Secret", "create Role", "create NetworkPolicy", "prune_attempt_objects"} <= set(kinds), why
+    assert "delete_attempt_objects" not in kinds, why
+
+
 def test_a_standby_is_created_with_its_role_and_keeps_the_running_attempts_objects() -> None:
     kube, _, reconciler, _ = cluster()
     action = EnsureDriver(
