@@ -227,6 +227,14 @@ def restores(stopped_run: Workspace, sentinel: None) -> dict[str, tuple[int, Run
         ),
         "r6": workspace.process("r6", "sink-r6", "dedupe", **{contract.ENV_RESTORE_FROM: savepoint_b}),
         "r7": workspace.process("r7", "sink", **{contract.ENV_RESTORE_FROM: savepoint_a}),
+        # A pre-warmed upgrade's driver whose first query changed its stateful operator: refused at its gate,
+        # against the checkpoint of the driver still running (here r2's), never waiting there.
+        "r8": workspace.process(
+            "r8",
+            "sink-r8",
+            "dedupe",
+            **{contract.ENV_STANDBY: "true", contract.ENV_PREWARM_CHECKPOINT: str(workspace.root / "r2")},
+        ),
     }
     try:
         for process in processes.values():
@@ -336,6 +344,18 @@ def test_repartitioned_restore_is_exact(
         sink_rows(reader_spark, stopped_run.root / "sink-r4"),
     )
     assert final == expected_rows()
+
+
+def test_a_pre_warmed_driver_refuses_at_its_gate_a_first_query_that_cannot_read_the_running_state(
+    stopped_run: Workspace, restores: dict[str, tuple[int, RuntimeProcess]]
+) -> None:
+    code, process = restores["r8"]
+    assert code == contract.EXIT_RESTORE_INCOMPATIBLE, process.log()[-4000:]
+    termination = process.termination()
+    assert termination["reason"] == "RestoreIncompatible"
+    assert "query q0: stateful operator #0 changed from stateStoreSave to dedupe" in termination["message"]
+    assert f"the running driver's checkpoint {stopped_run.root / 'r2'}, checked" in termination["message"]
+    assert not (stopped_run.root / "r8").exists()  # nothing written: it never passed its gate
 
 
 @pytest.mark.parametrize(

@@ -112,11 +112,17 @@ def test_a_pre_warmed_upgrade_restores_the_savepoint_it_is_handed_at_promotion(
     args = ["--input", str(inputs), "--output", str(output), "--files-per-batch", "1"]
     common = {contract.ENV_STATE_PARTITIONS: "2"}
     old = RuntimeProcess(tmp_path, args, {**common, contract.ENV_CHECKPOINT_DIR: str(old_checkpoint)}, name="old")
-    new_env = {**common, contract.ENV_CHECKPOINT_DIR: str(new_checkpoint), contract.ENV_STANDBY: "true"}
+    new_env = {
+        **common,
+        contract.ENV_CHECKPOINT_DIR: str(new_checkpoint),
+        contract.ENV_STANDBY: "true",
+        contract.ENV_PREWARM_CHECKPOINT: str(old_checkpoint),  # compared at the gate: the same query, compatible
+    }
     new = RuntimeProcess(tmp_path, args, new_env, name="new")
     try:
-        old.start()
+        old.start().wait_until(lambda: commits(old_checkpoint / "q0"), 300, "a commit by the old driver")
         new.start().wait_until(lambda: _at_gate(new), 300, "the new driver at its gate")
+        assert f"query q0 can read the state of the running driver's checkpoint {old_checkpoint}" in new.log()
         old.wait_until(lambda: len(commits(old_checkpoint / "q0")) >= 2, 300, "two commits by the old driver")
         assert _status(new)["queries"] == [] and not new_checkpoint.exists()  # warm, nothing written
         code, record = old.request("POST", contract.PATH_STOP_WITH_SAVEPOINT, {"path": str(tmp_path / "sp")})

@@ -72,6 +72,8 @@ def test_a_savepoint_upgrade_warms_the_new_driver_before_the_old_one_stops() -> 
     assert (ensure.run, ensure.attempt, ensure.standby, ensure.spec, ensure.keep) == (2, 1, True, NEW, (1, 1))
     assert ensure.restore_from is None and ensure.expected_commits == ()  # the savepoint is not taken yet
     assert ensure.checkpoint_dir.endswith("/r2")
+    # compared at its gate with the state of the running driver (run 1), before that driver is asked to stop
+    assert ensure.compare_checkpoint is not None and ensure.compare_checkpoint.endswith("/r1")
     # warming: the old driver keeps processing (its progress stays in status), nothing is stopped
     newer = replace(PROCESSING, last_batch_id=9, committed=(("q0", 9),))
     warming = decide(
@@ -122,6 +124,7 @@ def test_a_last_state_upgrade_hands_the_checkpoint_to_the_warm_next_attempt() ->
     assert isinstance(ensure, EnsureDriver)
     assert (ensure.run, ensure.attempt, ensure.standby, ensure.spec) == (1, 2, True, new)
     assert ensure.expected_commits == (("q0", 7),)  # the run's checkpoint: it must not be behind
+    assert ensure.compare_checkpoint == ensure.checkpoint_dir  # the checkpoint it takes over, compared at its gate
     warmed = warm(run=1, attempt=2, app_spec=new)
     gate = Observation(drivers=(pod(), warmed), progress=PROCESSING, prewarmed=AT_GATE)
     switch = decide(view(new, begin.status), gate, later(20))

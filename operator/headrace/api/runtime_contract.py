@@ -33,6 +33,10 @@ ENV_EXPECTED_COMMITS: Final = "HEADRACE_EXPECTED_COMMITS"
 # "true": a warm standby driver. The script runs up to its first query start (JVM, SparkContext and executors
 # up), which blocks, nothing written to the checkpoint, until POST PATH_PROMOTE; then it goes on as an active driver
 ENV_STANDBY: Final = "HEADRACE_STANDBY"
+# A pre-warmed upgrade's new driver (HEADRACE_STANDBY): the running driver's checkpoint directory. At its gate, before
+# the operator stops the running driver, the new driver checks that its first query's stateful operators can read
+# the state that checkpoint holds for the same query, and exits with EXIT_RESTORE_INCOMPATIBLE when they cannot
+ENV_PREWARM_CHECKPOINT: Final = "HEADRACE_PREWARM_CHECKPOINT"
 # Name of the app's driver Lease (coordination.k8s.io/v1, in HEADRACE_APP_NAMESPACE), set on every driver of an app
 # with a warm standby: the driver starts its queries only while it holds the Lease (a standby: once promoted), takes
 # it only when released or expired, renews it, and exits with EXIT_LEASE_LOST at once when it cannot renew within

@@ -449,6 +449,7 @@ class Reconciler:
             expected_commits=action.expected_commits,
             operator_namespace=self.operator_namespace,
             standby=action.standby,
+            compare_checkpoint=action.compare_checkpoint,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

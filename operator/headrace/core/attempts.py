@@ -23,6 +23,21 @@ PENDING_POLL_SECONDS = 5.0
 DRIVER_PENDING = "DriverPending"  # Ready's reason while the driver pod is not running yet
 
 
+def planned_run(
+    builder: Builder, spec: StreamingAppSpec, *, run: int, attempt: int, restore_from: str | None
+) -> RunStatus:
+    """What `status.run` says of an attempt of `spec`: its run's checkpoint, its driver pod, the spec's hash."""
+    app = builder.app
+    return RunStatus(
+        number=run,
+        attempt=attempt,
+        checkpointDir=names.run_checkpoint_dir(spec.state.checkpointDir, app.namespace, app.name, run),
+        driverPod=names.driver_pod(app.name, run, attempt),
+        specHash=spec_hash(spec),
+        restoredFrom=restore_from,
+    )
+
+
 def start_attempt(
     builder: Builder,
     spec: StreamingAppSpec,
@@ -34,16 +49,7 @@ def start_attempt(
     why: Phase,
 ) -> RunStatus:
     """Record the intent to run an attempt (status is written before any action), then go on."""
-    app = builder.app
-    checkpoint_dir = names.run_checkpoint_dir(spec.state.checkpointDir, app.namespace, app.name, run)
-    started = RunStatus(
-        number=run,
-        attempt=attempt,
-        checkpointDir=checkpoint_dir,
-        driverPod=names.driver_pod(app.name, run, attempt),
-        specHash=spec_hash(spec),
-        restoredFrom=restore_from,
-    )
+    started = planned_run(builder, spec, run=run, attempt=attempt, restore_from=restore_from)
     previous, previous_spec = builder.status.run, builder.status.lastReconciledSpec
     builder.status.run = started
     builder.status.pendingOperation = PendingOperation(
@@ -167,6 +173,7 @@ def ensure(
     standby: bool = False,
     keep: RunStatus | None = None,
     after_ran: bool = False,
+    compare_checkpoint: str | None = None,
 ) -> EnsureDriver:
     """Create (or with `check_only`, dry-run) the objects of `run`'s attempt (as a warm standby, with `standby`,
     beside the driver of `keep`, whose objects stay)."""
@@ -182,6 +189,7 @@ def ensure(
         standby=standby,
         keep=(keep.number, keep.attempt) if keep is not None else None,
         after_ran=after_ran,
+        compare_checkpoint=compare_checkpoint,
     )
 
 

@@ -28,6 +28,9 @@ class EnsureDriver:
     # The run's previous attempt ran with the app's shared objects and failed once since the run was healthy: the
     # controller may create only this attempt's own objects (`attempts.after_ran`).
     after_ran: bool = False
+    # A pre-warmed upgrade's new driver checks at its gate that its first query can read this checkpoint's state (the
+    # running driver's), so an incompatible upgrade is refused before that driver stops.
+    compare_checkpoint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,10 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-from headrace.api import names
 from headrace.api.models import PendingOperation, RunStatus, StreamingAppSpec
 from headrace.core import savepoints, standby
-from headrace.core.attempts import delete_pods, ensure, expected_commits, next_attempt
-from headrace.core.builder import Builder, spec_hash
+from headrace.core.attempts import delete_pods, ensure, expected_commits, next_attempt, planned_run
+from headrace.core.builder import Builder
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.timefmt import format_time, parse_time
@@ -50,21 +49,10 @@ def wanted(spec: StreamingAppSpec) -> bool:
 
 def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus) -> RunStatus:
     """The attempt the upgrade to `spec` starts: run n+1 for a savepoint (restore source not known yet), else
-    the next attempt of the run on its checkpoint."""
-    app = builder.app
+    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it)."""
     if spec.upgradeMode == "savepoint":
-        number, attempt, restored = run.number + 1, 1, None
-        checkpoint = names.run_checkpoint_dir(spec.state.checkpointDir, app.namespace, app.name, number)
-    else:
-        number, attempt, restored, checkpoint = run.number, run.attempt + 1, run.restoredFrom, run.checkpointDir
-    return RunStatus(
-        number=number,
-        attempt=attempt,
-        checkpointDir=checkpoint,
-        driverPod=names.driver_pod(app.name, number, attempt),
-        specHash=spec_hash(spec),
-        restoredFrom=restored,
-    )
+        return planned_run(builder, spec, run=run.number + 1, attempt=1, restore_from=None)
+    return planned_run(builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom)
 
 
 def begin(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
@@ -164,7 +152,7 @@ def _create(
         builder.requeue(FENCE_POLL_SECONDS)
         return
     commits = expected_commits(builder) if goal.number == run.number else ()
-    builder.actions.append(ensure(spec, goal, commits, standby=True, keep=run))
+    builder.actions.append(ensure(spec, goal, commits, standby=True, keep=run, compare_checkpoint=run.checkpointDir))
     builder.requeue(PREWARM_POLL_SECONDS)
 
 

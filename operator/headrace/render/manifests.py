@@ -51,6 +51,7 @@ class Attempt:
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
     operator_namespace: str | None = None  # where the operator's pods run (the NetworkPolicy admits them there)
     standby: bool = False  # a warm standby driver: it waits at its first query start until promoted
+    compare_checkpoint: str | None = None  # a pre-warmed upgrade's: the running driver's checkpoint (gate check)
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:
@@ -261,6 +262,8 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
     if attempt.standby:
         plain[contract.ENV_STANDBY] = "true"
+    if attempt.standby and attempt.compare_checkpoint:
+        plain[contract.ENV_PREWARM_CHECKPOINT] = attempt.compare_checkpoint
     if guarded(spec):
         plain[contract.ENV_DRIVER_LEASE] = names.driver_lease(attempt.app)
     if attempt.expected_commits:

@@ -37,7 +37,8 @@ from headrace.runtime.patching import StartCall
 from headrace.runtime.phases import PhaseClock
 from headrace.runtime.progress import summarize
 from headrace.runtime.registry import QueryRegistry, TrackedQuery
-from headrace.runtime.restoring import Restorer
+from headrace.runtime.restore import RestoreIncompatibleError
+from headrace.runtime.restoring import Restorer, gate_problems
 from headrace.runtime.savepoint import (
     SavepointContext,
     SavepointError,
@@ -104,7 +105,7 @@ class Agent:
     # --- query starts (called by the patched DataStreamWriter) ---------------------------------
 
     def start_query(self, writer: DataStreamWriter, call: StartCall, launch: Callable[[], Any]) -> Any:
-        self._await_promotion(call)
+        self._await_promotion(writer, call)
         self._await_lease(call)
         with self._start_lock:
             if self._stopping.is_set():
@@ -142,11 +143,14 @@ class Agent:
             log.info("query %s started with checkpoint %s", key, checkpoint or "(Spark temporary)")
             return tracked.handle
 
-    def _await_promotion(self, call: StartCall) -> None:
+    def _await_promotion(self, writer: DataStreamWriter, call: StartCall) -> None:
         """A standby blocks its script's first query start (outside the start lock, before anything touches the
-        checkpoint or the restore copy) until promoted; the SIGTERM handler still ends the process meanwhile."""
+        checkpoint or the restore copy) until promoted; the SIGTERM handler still ends the process meanwhile.
+        A pre-warmed upgrade's first checks that this query can read the running driver's state (never waiting at
+        the gate when it cannot: the upgrade is refused with the running driver untouched)."""
         if self._promoted.is_set():
             return
+        self._refuse_at_gate_if_incompatible(writer, call)
         log.info(
             "standby: the script reached its first query start (%s); waiting to be promoted",
             call.query_name or "unnamed",
@@ -154,6 +158,23 @@ class Agent:
         self._at_gate = True
         while not self._promoted.wait(1.0):
             pass
+
+    def _refuse_at_gate_if_incompatible(self, writer: DataStreamWriter, call: StartCall) -> None:
+        """HEADRACE_PREWARM_CHECKPOINT: raise RestoreIncompatibleError when the first query's stateful operators
+        cannot read the state of the same query in the running driver's checkpoint. Only the first query is
+        checked here (the script reaches no further before its promotion); the others are checked as they start,
+        against the savepoint, as on any restore. A query with a checkpointLocation of its own is not checked."""
+        compared = self.settings.prewarm_checkpoint
+        if not compared or call.checkpoint_location:
+            return
+        key = self.registry.peek_key(call.query_name)
+        problems = gate_problems(HadoopFileSystem.of_session(writer._spark), join(compared, key), writer)
+        if problems:
+            raise RestoreIncompatibleError(
+                f"query {key}: " + "; ".join(problems) + f" (the running driver's checkpoint {compared}, checked "
+                "before that driver is stopped: it keeps running)"
+            )
+        log.info("pre-warmed: query %s can read the state of the running driver's checkpoint %s", key, compared)
 
     def _await_lease(self, call: StartCall) -> None:
         """With a driver Lease, block every query start until the Lease is held (the guard takes it only once it is

@@ -81,6 +81,11 @@ class QueryRegistry:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _unnamed: int = 0
 
+    def peek_key(self, name: str | None) -> str:
+        """The key `next_key` would give a query of this name now, without taking it."""
+        with self._lock:
+            return query_key(name, self._unnamed)
+
     def next_key(self, name: str | None) -> str:
         with self._lock:
             key = query_key(name, self._unnamed)

@@ -3,7 +3,8 @@
 Owns: the order of a restore: read the savepoint's metadata and copy every query into the run's
 checkpoint directory (first query start), then per query check the stateful operators against the
 new plan, repartition or refuse on a partition change, refuse a stateful restore into a file sink
-that moved past the savepoint, and seed a new file sink's log.
+that moved past the savepoint, and seed a new file sink's log. Also the same operator check of a
+pre-warmed upgrade's first query against the running driver's checkpoint, at its gate (`gate_problems`).
 Never: decides compatibility itself (rules in ``restore``) or starts queries.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from headrace.runtime.checkpoint_files import StatefulOperator, last_batch_id
+from headrace.runtime.checkpoint_files import StatefulOperator, last_batch_id, last_committed_batch
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.registry import TrackedQuery
 from headrace.runtime.restore import (
@@ -30,7 +31,7 @@ from headrace.runtime.restore import (
     seed_file_sink_log,
     sink_ahead_problem,
 )
-from headrace.runtime.savepoint import SavepointError, read_savepoint
+from headrace.runtime.savepoint import SavepointError, checkpoint_operators, read_savepoint
 from headrace.runtime.settings import RuntimeSettings
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,16 @@ def explain_plan(writer: DataStreamWriter) -> str:
 
 def saved_operators(query: dict[str, Any]) -> list[StatefulOperator]:
     return [StatefulOperator(int(item["id"]), str(item["name"]), item.get("partitions")) for item in query["operators"]]
+
+
+def gate_problems(fs: HadoopFileSystem, checkpoint: str, writer: DataStreamWriter) -> list[str]:
+    """Why the query `writer` would start cannot read the state the query checkpoint `checkpoint` holds (a running
+    driver's, which a pre-warmed upgrade's savepoint or last-state takeover is about to hand over); empty when it can,
+    or when that checkpoint committed nothing yet (a new query: nothing to restore)."""
+    files = fs.list_files(checkpoint)
+    if last_committed_batch(files) is None:
+        return []
+    return operator_problems(checkpoint_operators(fs, checkpoint, files), plan_operators(explain_plan(writer)))
 
 
 class Restorer:

@@ -27,6 +27,7 @@ from headrace.api.runtime_contract import SAVEPOINT_METADATA_FILE
 from headrace.runtime.checkpoint_files import (
     IncompleteCheckpointError,
     SelectedFile,
+    StatefulOperator,
     boundary_problem,
     keep_referenced_ssts,
     last_batch_id,
@@ -96,6 +97,12 @@ def _archive_references(fs: HadoopFileSystem, archive: str) -> set[str]:
         return referenced_sst_files(snapshot.read("metadata").decode("utf-8"))
 
 
+def checkpoint_operators(fs: HadoopFileSystem, checkpoint: str, files: dict[str, int]) -> list[StatefulOperator]:
+    """The stateful operators a query's checkpoint recorded (`files`: its listing), from their metadata files."""
+    found = [operator_from_metadata(fs.read_text(join(checkpoint, path))) for path in operator_metadata_paths(files)]
+    return [operator for operator in found if operator is not None]
+
+
 def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> dict[str, Any]:
     files = fs.list_files(source.checkpoint)
     batch = last_committed_batch(files)
@@ -112,16 +119,14 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
         raise SavepointError(f"{vanished_required} vanished from {source.checkpoint} while copying")
     copied = [item.path for item in selection if item.path not in missing]
     size = sum(files.get(path, 0) for path in copied)
-    operators = [
-        operator_from_metadata(fs.read_text(join(source.checkpoint, path))) for path in operator_metadata_paths(files)
-    ]
+    operators = checkpoint_operators(fs, source.checkpoint, files)
     return {
         "key": source.key,
         "id": source.query_id,
         "name": source.name,
         "batchId": batch,
         "statePartitions": partitions_from_offsets(fs.read_text(join(source.checkpoint, "offsets", str(batch)))),
-        "operators": [operator.to_json() for operator in operators if operator is not None],
+        "operators": [operator.to_json() for operator in operators],
         "sinkPath": source.sink_path,
         "files": len(copied),
         "bytes": size,

@@ -44,6 +44,7 @@ class RuntimeSettings:
     allow_repartition: bool = False
     mode: str = "continuous"
     standby: bool = False  # a warm standby: the first query start waits for promotion
+    prewarm_checkpoint: str | None = None  # a pre-warmed upgrade: the running driver's checkpoint, checked at the gate
     driver_lease: str | None = None  # the app's driver Lease: queries start only while holding it
     driver_lease_seconds: int = contract.DRIVER_LEASE_SECONDS
     service_account_dir: str = SERVICE_ACCOUNT_DIR
@@ -172,6 +173,7 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         allow_repartition=_boolean(env, contract.ENV_ALLOW_REPARTITION),
         mode=_choice(env, contract.ENV_MODE, MODES),
         standby=_boolean(env, contract.ENV_STANDBY),
+        prewarm_checkpoint=_optional(env, contract.ENV_PREWARM_CHECKPOINT),
         driver_lease=_optional(env, contract.ENV_DRIVER_LEASE),
         driver_lease_seconds=_lease_seconds(env),
         service_account_dir=_optional(env, ENV_SERVICE_ACCOUNT_DIR) or SERVICE_ACCOUNT_DIR,

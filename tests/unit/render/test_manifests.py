@@ -57,6 +57,18 @@ def test_restore_env_only_when_restoring() -> None:
     assert env[contract.ENV_ALLOW_REPARTITION] == "true"
 
 
+def test_only_a_pre_warmed_upgrades_driver_is_told_the_running_checkpoint_to_compare_at_its_gate() -> None:
+    def env(**changes: object) -> dict[str, str | None]:
+        rendered = manifests.Attempt(**{**_attempt().__dict__, **changes})
+        container = manifests.driver_pod(rendered)["spec"]["containers"][0]
+        return {item["name"]: item.get("value") for item in container["env"]}
+
+    running = "s3a://bucket/checkpoints/analytics/clicks/r1"
+    assert env(standby=True, compare_checkpoint=running)[contract.ENV_PREWARM_CHECKPOINT] == running
+    assert contract.ENV_PREWARM_CHECKPOINT not in env(standby=True)  # a warm standby of the same spec
+    assert contract.ENV_PREWARM_CHECKPOINT not in env(compare_checkpoint=running)  # not a standby: nothing to wait for
+
+
 def test_only_apps_with_a_standby_get_the_driver_lease_and_the_right_to_renew_it_alone() -> None:
     plain = manifests.attempt_objects(_attempt())
     assert not [obj for obj in plain if obj["kind"] == "Lease" or obj["metadata"]["name"] == "clicks-driver-lease"]
