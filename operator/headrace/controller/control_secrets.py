@@ -8,8 +8,10 @@ The Secret belongs to the app (one per app, named after it, owned by it, never r
 existing one keeps its token). What is remembered is dropped when the operator writes the Secret (a new
 attempt, or keys added to an older Secret), when the app is gone, when the app under that name is another
 one (its uid), and when a driver refuses the token (HTTP 401 or 403) or the certificate is not what the driver
-serves: the next call reads it again. A read that a `forget` overtook (it began before the forget and ended
-after it: a driver asked ahead of a poll while a reconciliation writes the Secret) is used once, not kept.
+serves: the next call reads it again. A Secret the operator has just created is remembered as created
+(`made`: its values are the ones written), so a new app's first driver call costs no GET either. A read that
+a `forget` or `made` overtook (it began before and ended after it: a driver asked ahead of a poll while a
+reconciliation writes the Secret) is used once, not kept.
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ class ControlSecrets:
             if self._forgets == forgets:
                 self._held[(namespace, app)] = (uid, values)
         return values
+
+    def made(self, namespace: str, app: str, uid: str, values: Values) -> None:
+        """The operator created the Secret with these values: remember them (reads under way are not kept)."""
+        with self._lock:
+            self._held[(namespace, app)] = (uid, dict(values))
+            self._forgets += 1
 
     def forget(self, namespace: str, app: str) -> None:
         """Read the Secret again at the next call."""

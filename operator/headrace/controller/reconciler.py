@@ -471,7 +471,9 @@ class Reconciler:
         created = self._create_all([secret, *independent])
         if created[0] is None:
             self._complete_control_secret(attempt)
-        self._secrets.forget(attempt.namespace, attempt.app)  # and a read made meanwhile (`ask_ahead`) is not kept
+            self._secrets.forget(attempt.namespace, attempt.app)  # and a read made meanwhile (`ask_ahead`) is not kept
+        else:  # created with these values: the first driver call needs no GET of it
+            self._secrets.made(attempt.namespace, attempt.app, attempt.app_uid, secret["stringData"])
         self._ensured.remember(attempt.namespace, attempt.app, attempt.app_uid, made)
         for obj in [secret, *independent]:
             failpoints.hit(f"inside:EnsureDriver/{obj['kind']}")

@@ -361,6 +361,20 @@ def test_the_control_secret_is_read_once_per_app_until_a_driver_refuses_its_toke
     assert len(reads) == 3
 
 
+def test_a_control_secret_the_operator_just_created_is_not_read_back() -> None:
+    kube, driver, reconciler, _ = cluster()
+    del kube.secrets[(NAMESPACE, names.control_secret(APP))]  # a new app: the Secret does not exist yet
+    reads: list[str] = []
+    read = kube.read_secret_values
+    kube.read_secret_values = lambda namespace, name: reads.append(name) or read(namespace, name)  # type: ignore[method-assign]
+    body = app_body({"run": {"driverPod": DRIVER}})
+    reconciler._act(body, EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/x/r1"))
+    assert reconciler._driver_status(body, [_running_driver_pod()]) is not None
+    assert reads == []  # asked with the token it wrote
+    (endpoint,) = driver.endpoints
+    assert endpoint.token == kube.secrets[(NAMESPACE, names.control_secret(APP))][manifests.TOKEN_KEY]
+
+
 @pytest.mark.parametrize(("deleting", "asked"), [(False, True), (True, False)])
 def test_a_terminating_driver_is_not_asked_for_its_status(deleting: bool, asked: bool) -> None:
     _, driver, reconciler, _ = cluster()
