@@ -307,7 +307,9 @@ def _refused(
 def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
     run = builder.status.run
     assert run is not None
-    since = pod.running_since or builder.now
+    # A pod whose container has ended is still Running until the kubelet says Failed: its start stays as recorded
+    # (now, every decision, was a new status each time, and so a write and another decision at once: a loop).
+    since = pod.running_since or (parse_time(run.startedAt) if run.startedAt else builder.now)
     run.startedAt = format_time(since)
     rolled_back = builder.status.failedSpecHash is not None and builder.status.failedSpecHash == spec_hash(spec)
     if rolled_back and builder.status.phase == "RolledBack":

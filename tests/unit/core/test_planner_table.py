@@ -91,3 +91,22 @@ def test_lifecycle_table(
     assert plan.status.phase == phase
     assert (plan.status.pendingOperation.kind if plan.status.pendingOperation else None) == pending
     assert [type(action).__name__ for action in plan.actions] == actions
+
+
+@pytest.mark.parametrize(
+    ("state", "event"),
+    [(row[0], row[1]) for row in TABLE] + [(running, Event(seen(pod(running_since=None, exit_code=1)), 20))],
+    ids=[f"{row[0].__name__}-{index}" for index, row in enumerate(TABLE)] + ["running-container-ended"],
+)
+def test_a_decision_settles_when_nothing_changes_but_the_clock(
+    state: Callable[[], StreamingAppStatus | None], event: Event
+) -> None:
+    """The controller writes a changed status and decides again at once: deciding again on the same observation
+    10 ms later must come to rest within two decisions, or the app's status is written in a loop."""
+    status = _step(state(), event.observation, event.at, event.app_spec, event.generation).status
+    seen_statuses = [status]
+    for tick in range(1, 4):
+        at = event.at + tick * 0.01
+        status = _step(status, event.observation, at, event.app_spec, event.generation).status
+        seen_statuses.append(status)
+    assert seen_statuses[-1] == seen_statuses[-2], "still changing after 3 decisions"
