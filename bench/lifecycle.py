@@ -26,10 +26,11 @@ change of the spec to the first batch committed by the new driver, with the same
 change; "old driver gone" includes the savepoint, whose completion is a phase of its own where one is
 taken): `savepoint-upgrade` and `last-state-upgrade` (a driver variable changed, under that
 upgradeMode), `partitions` (state.partitions 8 -> 12 -> 8 ..., through a savepoint and an offline
-repartition) and `resume` (suspended first, not measured; from the resume); with `--prewarm` every
-second upgrade is pre-warmed (`standby.prewarmUpgrades` set with the change), summed up apart, the cold
-ones of the same deployment its baseline; `last_batch_before` is the last batch committed before the new
-driver's first (the processing pause is `first_batch` minus it). `--cold K` first measures K
+repartition: each query's repartition is a batch of its own that reads no input, the phase `repartitioned`;
+`first_batch` is the first batch after it) and `resume` (suspended first, not measured; from the resume);
+with `--prewarm` every second upgrade is pre-warmed (`standby.prewarmUpgrades` set with the change), summed
+up apart, the cold ones of the same deployment its baseline; `last_batch_before` is the last batch the old
+driver committed (the processing pause is `first_batch` minus it). `--cold K` first measures K
 cold recoveries of the same deployment, the ratio's baseline unless `--baseline FILE` is given (e.g.
 `--recovery 10 --json cold.json` run just before).
 """
@@ -154,10 +155,15 @@ def _runtime_phases(address: str | None) -> dict[str, float]:
 
 
 def _phases(
-    app: scenario.AppHandle, change: Callable[[str], object], extra: dict[str, Callable[[], bool]] | None = None
+    app: scenario.AppHandle,
+    change: Callable[[str], object],
+    extra: dict[str, Callable[[], bool]] | None = None,
+    repartitions: bool = False,
 ) -> dict[str, float]:
     """Make `change` (given the running driver's pod name), which replaces that driver; the phases of its
-    replacement (and any `extra` checks), in seconds from the change."""
+    replacement (and any `extra` checks), in seconds from the change. With `repartitions` (the change restores
+    with other state partitions), each query's first new batch is the offline repartition's, which reads no
+    input: it is the phase `repartitioned` (the first such), and `first_batch` is the first batch after it."""
     old = _driver(app)
     old_executors = {pod.metadata.name for pod in app.pods(names.ROLE_EXECUTOR)}
 
@@ -181,12 +187,14 @@ def _phases(
         """By the current driver, after the change and once the old driver is gone: a standby's or a pre-warmed
         driver's pod started before them, and the old driver may commit to the same checkpoint until it stops."""
         floor = gone[0] if present else since
-        return [path.stat().st_mtime for path in app.driver_commits() if path.stat().st_mtime > floor]
+        paths = app.driver_commits()
+        skipped = _first_of_each_query(paths, repartitions)
+        return [path.stat().st_mtime for path in paths if path not in skipped and path.stat().st_mtime > floor]
 
     def committed() -> bool:
         status = app.status()
-        if status.get("error"):  # the operator refused the change: nothing will come
-            raise RuntimeError(f"the change was not applied: {status['error']}")
+        if status.get("error"):  # the operator refused the change: nothing will come (its events say why)
+            raise RuntimeError(f"the change was not applied: {status['error']}\n{app.diagnostics()}")
         driver = (status.get("run") or {}).get("driverPod")
         return driver not in (None, old) and (not present or old_driver_gone()) and bool(new_commits())
 
@@ -204,15 +212,33 @@ def _phases(
     phases = _poll_phases(checks, since)
     first = min(new_commits()) - since
     phases["first_batch"] = first  # the commit file's own time, not the poll's
-    earlier = [stamp for stamp in app.commit_times_after(since - 120) if stamp < since + first]
-    if earlier:  # the last batch before the new driver's first: the processing pause is first_batch minus this
-        phases["last_batch_before"] = max(earlier) - since
+    if repartitions:
+        phases["repartitioned"] = (
+            min(path.stat().st_mtime for path in _first_of_each_query(app.driver_commits(), True)) - since
+        )
+    phases |= _last_batch_before(app, since, gone[0] if gone else since + first)
     status = app.core.read_namespaced_pod(_driver(app), app.namespace).status  # the new driver's
     started = status.start_time.timestamp() if status and status.start_time else None
     for name, seconds in _runtime_phases(status.pod_ip if status else None).items():
         if started is not None:  # the runtime counts from its process start, about the pod's start
             phases[name] = started - since + seconds
     return dict(sorted(phases.items(), key=lambda item: item[1]))
+
+
+def _first_of_each_query(commits: list[Path], wanted: bool) -> set[Path]:
+    """Each query's first of these commits (given in batch order, as `AppHandle.driver_commits` gives them), if
+    `wanted`."""
+    first: dict[str, Path] = {}
+    for path in commits if wanted else []:
+        first.setdefault(path.parents[1].name, path)  # <query>/commits/<batch>
+    return set(first.values())
+
+
+def _last_batch_before(app: scenario.AppHandle, since: float, moment: float) -> dict[str, float]:
+    """The last batch committed before `moment` (the old driver gone, else the new driver's first batch), in
+    seconds from `since`: the processing pause is `first_batch` minus this. Not a new driver's repartition batch."""
+    earlier = [stamp for stamp in app.commit_times_after(since - 120) if stamp < moment]
+    return {"last_batch_before": max(earlier) - since} if earlier else {}
 
 
 def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
@@ -396,7 +422,7 @@ def transitions(
             if prewarmed is not None:  # applied without a restart; the next upgrade is pre-warmed or not by it
                 app.patch_spec({"standby": {"prewarmUpgrades": warm}})
             extra = {"savepoint_taken": _savepoint_taken(app)} if takes_savepoint else None
-            measure = functools.partial(_phases, app, change, extra)
+            measure = functools.partial(_phases, app, change, extra, kind == "partitions")
             if warm and prewarmed is not None:
                 warm_save = save and save.with_suffix(".prewarmed.json")
                 _measured(app, f"{kind} {number} pre-warmed", measure, prewarmed, warm_save)
