@@ -25,7 +25,7 @@ promoted standby, created and Running before the loss).
 change of the spec to the first batch committed by the new driver, with the same phases (from the
 change; "old driver gone" includes the savepoint, whose completion is a phase of its own where one is
 taken): `savepoint-upgrade` and `last-state-upgrade` (a driver variable changed, under that
-upgradeMode), `partitions` (state.partitions 8 -> 12 -> 8 ..., through a savepoint and an offline
+upgradeMode), `partitions` (state.partitions 8 -> 9 -> 10 ..., through a savepoint and an offline
 repartition: each query's repartition is a batch of its own that reads no input, the phase `repartitioned`;
 `first_batch` is the first batch after it) and `resume` (suspended first, not measured; from the resume);
 with `--prewarm` every second upgrade is pre-warmed (`standby.prewarmUpgrades` set with the change), summed
@@ -369,7 +369,10 @@ def _upgrade(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
 
 
 def _partitions(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
-    partitions = TRANSITION_PARTITIONS[number % 2]  # the example's, then more, then the example's again...
+    """One state partition more each time, from the example's 8. Never fewer: a run restored with fewer partitions
+    than its savepoint keeps the dropped ones' state directories, on which its next savepoint fails ("state/0/10
+    has no state file for versions [11, ...]"), so 8 -> 12 -> 8 -> 12 stopped at the third change."""
+    partitions = EXAMPLE_PARTITIONS + number
     return lambda _: app.patch_spec({"state": {"partitions": partitions}})
 
 
@@ -382,7 +385,7 @@ def _resume(app: scenario.AppHandle, number: int) -> Callable[[str], object]:
 
 # Each kind: the app's upgradeMode, the change of run N (given the app; may prepare it first), whether the
 # operator takes a savepoint before the new driver starts (its completion is a phase).
-TRANSITION_PARTITIONS = (8, 12)
+EXAMPLE_PARTITIONS = 8
 TRANSITIONS: dict[str, tuple[str, Callable[[scenario.AppHandle, int], Callable[[str], object]], bool]] = {
     "savepoint-upgrade": ("savepoint", _upgrade, True),
     "last-state-upgrade": ("last-state", _upgrade, False),
