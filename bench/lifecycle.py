@@ -455,7 +455,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--recovery", type=int, metavar="N", help="only cold recovery, N times")
     parser.add_argument(
-        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="with --recovery: add to sparkConf"
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="add to the app's sparkConf"
     )
     parser.add_argument("--legacy-start", action="store_true", help="with --recovery: the previous cold path")
     parser.add_argument("--standby", action="store_true", help="with --recovery: with a warm standby driver")
