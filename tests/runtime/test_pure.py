@@ -15,6 +15,7 @@ from headrace.runtime.checkpoint_files import (
     partitions_from_offsets,
     referenced_sst_files,
     select_committed_prefix,
+    sink_log_filler,
     sink_log_seed,
     snapshot_archives,
 )
@@ -291,3 +292,14 @@ def test_sink_ahead_problem() -> None:
 )
 def test_boundary_problem(planned: int | None, committed: int | None, sink: int | None, problem: str | None) -> None:
     assert boundary_problem(planned, committed, sink) == problem
+
+
+def test_sink_log_filler_compacts_what_the_log_lists_before_a_compaction_batch() -> None:
+    files = {"0": 'v1\n{"path":"a"}', "1": "v1", "2": 'v1\n{"path":"b"}\n{"path":"c"}'}
+    compacted = 'v1\n{"path":"a"}\n{"path":"b"}\n{"path":"c"}'
+    assert sink_log_filler(3, 4, files, files.__getitem__) == ("3.compact", compacted)
+    files["3.compact"] = "v1\n" + '{"path":"a"}'
+    files["4"] = 'v1\n{"path":"d"}'
+    newest_on = sink_log_filler(7, 4, files, files.__getitem__)[1]  # from the newest compaction on
+    assert newest_on == 'v1\n{"path":"a"}\n{"path":"d"}'
+    assert sink_log_filler(5, 4, files, files.__getitem__) == ("5", "v1")  # not a compaction batch: nothing listed

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,33 @@ def boundary_problem(planned: int | None, committed: int | None, sink: int | Non
     if sink is not None and (committed is None or sink > committed):
         return f"the file sink's log has batch {sink} after the last committed batch {committed}"
     return None
+
+
+SINK_LOG_VERSION = "v1"  # the first line of every file-sink log file
+
+
+def is_compaction_batch(batch: int, compact_interval: int) -> bool:
+    """Whether Spark's file-sink log writes `batch` as a compaction (`<batch>.compact`: every file so far)."""
+    return (batch + 1) % compact_interval == 0
+
+
+def sink_log_filler(
+    batch: int, compact_interval: int, names: Iterable[str], read: Callable[[str], str]
+) -> tuple[str, str]:
+    """The file-sink log entry recording that `batch` added no files, as (file name, content), given the log's
+    file names and a reader of them. A plain batch's is an empty `<batch>`; a compaction batch's is
+    `<batch>.compact` listing every file the log holds so far (the newest earlier compaction's entries, then those
+    of each plain entry after it): an empty one would hide all earlier output from readers of the sink, and a plain
+    `<batch>` in its place fails the next compaction (BATCH_METADATA_NOT_FOUND)."""
+    if not is_compaction_batch(batch, compact_interval):
+        return str(batch), SINK_LOG_VERSION
+    present = set(names)
+    earlier = [b for b in range(batch) if is_compaction_batch(b, compact_interval) and f"{b}.compact" in present]
+    first = earlier[-1] if earlier else None
+    sources = [f"{first}.compact"] if first is not None else []
+    sources += [str(b) for b in range(0 if first is None else first + 1, batch) if str(b) in present]
+    lines = [line for name in sources for line in read(name).splitlines()[1:] if line.strip()]
+    return f"{batch}.compact", "\n".join([SINK_LOG_VERSION, *lines])
 
 
 def sink_log_seed(last_batch: int, compact_interval: int) -> list[str]:

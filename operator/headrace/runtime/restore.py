@@ -15,10 +15,12 @@ from typing import Any
 
 from headrace.runtime.checkpoint_files import (
     RESTORE_MARKER,
+    SINK_LOG_VERSION,
     StatefulOperator,
     last_batch_id,
     last_committed_batch,
     partitions_from_offsets,
+    sink_log_filler,
     sink_log_seed,
 )
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
@@ -38,7 +40,7 @@ PLAN_NODE_OPERATOR_NAMES = {
     "TransformWithState": "transformWithStateExec",
 }
 COMPACT_INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
-EMPTY_SINK_LOG_ENTRY = "v1"
+EMPTY_SINK_LOG_ENTRY = SINK_LOG_VERSION
 _STATEFUL_PLAN_LINE = re.compile(r"^[\s:+\-|]*(?:\*\(\d+\)\s*)?(\w+).*state info \[.*?opId = (\d+)")
 
 
@@ -160,18 +162,21 @@ def repartition_checkpoint(spark: Any, checkpoint: str, partitions: int, file_si
 
     Spark writes a "repartition batch" N+1 holding re-sharded state. With a file sink, Spark 4.3
     never records that batch in ``<sink>/_spark_metadata`` and the resumed query fails at the next
-    sink-log compaction with BATCH_METADATA_NOT_FOUND; an empty entry for batch N+1 (content
-    ``v1``) is written to work around it, unless the sink already has one.
+    sink-log compaction with BATCH_METADATA_NOT_FOUND; an entry for batch N+1 recording no new files is
+    written to work around it, unless the sink already has one (`sink_log_filler`: when N+1 is a compaction
+    batch, ``<N+1>.compact`` listing every earlier file).
     """
     spark._jsparkSession.streamingCheckpointManager().repartition(checkpoint, partitions, True)
     fs = HadoopFileSystem.of_session(spark)
     batch = last_batch_id(fs.list_names(join(checkpoint, "commits")))
     if batch is None:
         raise OSError(f"repartition of {checkpoint} left no committed batch")
-    if file_sink_path and fs.list_names(join(file_sink_path, "_spark_metadata")):
-        entry = join(file_sink_path, "_spark_metadata", str(batch))
-        if not fs.exists(entry):
-            fs.write_text(entry, EMPTY_SINK_LOG_ENTRY)
+    log_dir = join(file_sink_path, "_spark_metadata") if file_sink_path else None
+    names = fs.list_names(log_dir) if log_dir else []
+    if log_dir and names and str(batch) not in names and f"{batch}.compact" not in names:
+        interval = int(spark.conf.get(COMPACT_INTERVAL_CONF, "10") or "10")
+        name, content = sink_log_filler(batch, interval, names, lambda entry: fs.read_text(join(log_dir, entry)))
+        fs.write_text(join(log_dir, name), content)
     return batch
 
 
