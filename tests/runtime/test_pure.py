@@ -99,6 +99,19 @@ def test_committed_prefix_refuses_missing_state_versions() -> None:
         select_committed_prefix(paths, 5)
 
 
+def test_committed_prefix_leaves_out_partitions_a_repartition_to_fewer_left_behind() -> None:
+    """12 -> 8 partitions: state/0/8..11 stay in the checkpoint with versions up to the repartition only."""
+    stale = [f"state/0/{partition}/{version}.changelog" for partition in (8, 11) for version in range(1, 4)]
+    kept = [f"state/0/{partition}/{version}.changelog" for partition in range(8) for version in range(1, 7)]
+    paths = ["metadata", *[f"commits/{batch}" for batch in range(6)], *kept, *stale, "state/0/11/SSTs/1-x.sst"]
+    with pytest.raises(IncompleteCheckpointError, match="state/0/11 has no state file"):
+        select_committed_prefix(paths, 5)  # not knowing the partitions: as before
+    selected = {item.path for item in select_committed_prefix(paths, 5, partitions=8)}
+    assert {path for path in selected if path.startswith("state/")} == set(kept)
+    with pytest.raises(IncompleteCheckpointError, match="state/0/11 has no state file"):
+        select_committed_prefix(paths, 5, partitions=12)  # partitions it still has must be complete
+
+
 def test_log_helpers() -> None:
     assert last_batch_id(["0", "1", "9.compact", ".9.compact.crc", "10"]) == 10
     assert last_batch_id([]) is None

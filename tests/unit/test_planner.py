@@ -510,6 +510,17 @@ def test_failed_upgrade_savepoint_keeps_old_driver_and_is_not_retried() -> None:
     )
     assert not any(isinstance(action, TakeSavepoint) for action in again.actions)
     assert again.status.error is not None
+    # the refusal names the savepoint's failure (it records no driver failure: this said "None: None")
+    assert again.status.error.startswith("this spec failed to upgrade") and "None: None" not in again.status.error
+    assert "savepoint" in again.status.error.split("Last failure: ", 1)[1]
+    settled = step(
+        again.status,
+        Observation(progress=READY, drivers=(pod(),), savepoints=tuple(failures)),
+        later(8),
+        app_spec=new,
+        generation=2,
+    )
+    assert settled.status == again.status and settled.events == ()  # said once: no new write, no new event
 
 
 def test_suspend_takes_savepoint_and_resume_restores_it() -> None:

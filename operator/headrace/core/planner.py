@@ -572,6 +572,23 @@ def _maybe_leave_terminal_phase(
 # ------------------------------------------------------------------------------- spec changes --
 
 
+NOT_RETRIED = (
+    "this spec failed to upgrade (or was rolled back); the driver runs the previous spec. Change the spec to try "
+    "again. Last failure: "
+)
+
+
+def _not_retried(builder: Builder) -> str:
+    """Why a spec that failed is not tried again, naming its failure: the last driver failure, else the error that
+    refused it (a failed savepoint records no driver failure); once said, the same words (no new status write)."""
+    earlier, restarts = builder.app.status.error or "", builder.status.restarts
+    if earlier.startswith(NOT_RETRIED):
+        return earlier
+    if restarts.lastFailureReason:
+        return f"{NOT_RETRIED}{restarts.lastFailureReason}: {restarts.lastFailureMessage}"
+    return NOT_RETRIED + (earlier or "see the app's events")
+
+
 def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
     """Apply a change of a valid spec to a running driver according to its kind and upgradeMode."""
     run = builder.status.run
@@ -582,12 +599,7 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
     if builder.status.failedSpecHash is not None and builder.status.failedSpecHash == spec_hash(spec):
         if builder.error_reported:  # this decision refused it and said why
             return
-        builder.report_error(
-            "UpgradeNotRetried",
-            "this spec failed to upgrade (or was rolled back); the driver runs the previous spec. Change the spec to "
-            f"try again. Last failure: {builder.status.restarts.lastFailureReason}: "
-            f"{builder.status.restarts.lastFailureMessage}",
-        )
+        builder.report_error("UpgradeNotRetried", _not_retried(builder))
         return
     ready = observation.progress is not None and observation.progress.ready
     if spec.job.state == "suspended" or (kind is not None and kind >= ChangeKind.UPGRADE):

@@ -202,16 +202,23 @@ def _select_state_file(parts: list[str], batch: int) -> SelectedFile | None:
     return SelectedFile("/".join(parts), required=False)
 
 
+def _stale_partition(parts: list[str], partitions: int | None) -> bool:
+    """Whether ``state/<operator>/<partition>/...`` is a partition the checkpoint no longer has."""
+    return partitions is not None and len(parts) > 3 and parts[2].isdigit() and int(parts[2]) >= partitions
+
+
 class IncompleteCheckpointError(ValueError):
     """The checkpoint lacks state files that its commits log says exist."""
 
 
-def select_committed_prefix(paths: Iterable[str], batch: int) -> list[SelectedFile]:
+def select_committed_prefix(paths: Iterable[str], batch: int, partitions: int | None = None) -> list[SelectedFile]:
     """The files that restore a checkpoint exactly at committed batch ``batch``.
 
     ``paths`` are relative to the query's checkpoint root, ``/``-separated. State store version
     ``batch + 1`` is the state after batch ``batch``. Raises :class:`IncompleteCheckpointError`
     when a state store lacks a version it needs (such a checkpoint cannot be restored).
+    ``partitions``: the state partitions at ``batch`` (its offset log's); the directories of partitions at or
+    above it are left out, stale: a repartition to fewer partitions leaves them behind, with no versions after it.
     """
     selected: list[SelectedFile] = []
     store_files: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
@@ -222,6 +229,8 @@ def select_committed_prefix(paths: Iterable[str], batch: int) -> list[SelectedFi
         if parts[0] in (*_LOG_DIRS, "sources"):
             choice = _select_log_file(parts, batch)
         elif parts[0] == "state":
+            if _stale_partition(parts, partitions):
+                continue
             match = _VERSIONED_STATE_FILE.match(parts[-1])
             if match and "SSTs" not in parts:
                 store_files["/".join(parts[:-1])].append((path, int(match.group(1)), match.group(2)))

@@ -108,8 +108,9 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
     batch = last_committed_batch(files)
     if batch is None:
         return {"key": source.key, "id": source.query_id, "name": source.name, "batchId": None, "files": 0, "bytes": 0}
+    partitions = partitions_from_offsets(fs.read_text(join(source.checkpoint, "offsets", str(batch))))
     try:
-        selection = select_committed_prefix(files, batch)
+        selection = select_committed_prefix(files, batch, partitions)
     except IncompleteCheckpointError as error:
         raise SavepointError(f"query {source.key}: {error}") from None
     selection = keep_referenced_ssts(selection, _snapshot_references(fs, source.checkpoint, selection))
@@ -125,7 +126,7 @@ def _copy_query(fs: HadoopFileSystem, source: SavepointSource, target: str) -> d
         "id": source.query_id,
         "name": source.name,
         "batchId": batch,
-        "statePartitions": partitions_from_offsets(fs.read_text(join(source.checkpoint, "offsets", str(batch)))),
+        "statePartitions": partitions,
         "operators": [operator.to_json() for operator in operators],
         "sinkPath": source.sink_path,
         "files": len(copied),
