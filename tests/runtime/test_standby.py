@@ -87,10 +87,16 @@ def test_a_standby_ends_on_sigterm_while_it_waits(tmp_path: Path) -> None:
     inputs, checkpoint = tmp_path / "in", tmp_path / "checkpoints"
     write_events(inputs, 2, 5)
     args = ["--input", str(inputs), "--output", str(tmp_path / "out")]
-    env = {contract.ENV_CHECKPOINT_DIR: str(checkpoint), contract.ENV_STANDBY: "true"}
+    env = {
+        contract.ENV_CHECKPOINT_DIR: str(checkpoint),
+        contract.ENV_STANDBY: "true",
+        # a pre-warmed upgrade's whose running checkpoint cannot be read now: compared later, not refused
+        contract.ENV_PREWARM_CHECKPOINT: "nosuchfs://nowhere/r1",
+    }
     standby = RuntimeProcess(tmp_path, args, env, name="standby")
     try:
         standby.start().wait_until(lambda: "waiting to be promoted" in standby.log(), 300, "the standby's gate")
+        assert "could not compare query q0 with the running driver's checkpoint nosuchfs://nowhere/r1" in standby.log()
         assert standby.process is not None
         standby.process.terminate()
         assert standby.wait(timeout=30) == contract.EXIT_FAILED

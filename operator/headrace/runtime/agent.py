@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -163,12 +164,24 @@ class Agent:
         """HEADRACE_PREWARM_CHECKPOINT: raise RestoreIncompatibleError when the first query's stateful operators
         cannot read the state of the same query in the running driver's checkpoint. Only the first query is
         checked here (the script reaches no further before its promotion); the others are checked as they start,
-        against the savepoint, as on any restore. A query with a checkpointLocation of its own is not checked."""
+        against the savepoint, as on any restore. A query with a checkpointLocation of its own is not checked.
+        A comparison that cannot be made (the checkpoint unreadable now: storage down, no permission) is skipped
+        with a warning, not a refusal: the same check runs against the savepoint when the query starts."""
         compared = self.settings.prewarm_checkpoint
         if not compared or call.checkpoint_location:
             return
         key = self.registry.peek_key(call.query_name)
-        problems = gate_problems(HadoopFileSystem.of_session(writer._spark), join(compared, key), writer)
+        try:
+            problems = gate_problems(HadoopFileSystem.of_session(writer._spark), join(compared, key), writer)
+        except (Py4JError, OSError) as error:
+            log.warning(
+                "pre-warmed: could not compare query %s with the running driver's checkpoint %s (%s); it is checked "
+                "against the savepoint when it starts",
+                key,
+                compared,
+                str(error).splitlines()[0][:300] if str(error) else type(error).__name__,
+            )
+            return
         if problems:
             raise RestoreIncompatibleError(
                 f"query {key}: " + "; ".join(problems) + f" (the running driver's checkpoint {compared}, checked "
