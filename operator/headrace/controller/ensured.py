@@ -39,7 +39,3 @@ class EnsuredObjects:
     def forget(self, namespace: str, app: str) -> None:
         with self._lock:
             self._known.pop((namespace, app), None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._known)

@@ -140,7 +140,7 @@ def sink_log_seed(last_batch: int, compact_interval: int) -> list[str]:
     file plus every later entry, so: the newest compaction batch at or below ``last_batch`` (as
     ``<id>.compact``) and the plain entries after it.
     """
-    compactions = [batch for batch in range(last_batch + 1) if (batch + 1) % compact_interval == 0]
+    compactions = [batch for batch in range(last_batch + 1) if is_compaction_batch(batch, compact_interval)]
     first = compactions[-1] if compactions else 0
     return [f"{batch}.compact" if batch in compactions else str(batch) for batch in range(first, last_batch + 1)]
 
