@@ -50,11 +50,19 @@ class Cluster:
         return lease_record(self.api.sanitize_for_serialization(body)["spec"])
 
     def write(self, record: LeaseRecord) -> None:
-        """Write the Lease as admin, over whatever version is stored."""
+        """Write the Lease as admin, over whatever version is stored. A driver renews it every 0.4 s, so a renewal
+        can land between the read and the replace (409 Conflict): read again and retry, as any taker would."""
         coordination = client.CoordinationV1Api(self.api)
-        stored = coordination.read_namespaced_lease(LEASE, self.namespace)
-        body = {"metadata": {"name": LEASE, "resourceVersion": stored.metadata.resource_version}}
-        coordination.replace_namespaced_lease(LEASE, self.namespace, {**body, "spec": lease_spec(record)})
+        for _ in range(50):
+            stored = coordination.read_namespaced_lease(LEASE, self.namespace)
+            body = {"metadata": {"name": LEASE, "resourceVersion": stored.metadata.resource_version}}
+            try:
+                coordination.replace_namespaced_lease(LEASE, self.namespace, {**body, "spec": lease_spec(record)})
+                return
+            except client.ApiException as error:
+                if error.status != 409:
+                    raise
+        raise AssertionError("the Lease changed under every one of 50 writes")
 
 
 def _without_owner(obj: dict[str, Any]) -> dict[str, Any]:
