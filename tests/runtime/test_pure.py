@@ -233,11 +233,14 @@ def test_settings_from_env() -> None:
     assert (settings.state_partitions, settings.bounded, settings.allow_repartition) == (8, True, True)
     assert settings.state_backend == "rocksdb"
     assert not settings.in_pod
+    assert settings.warmup, "a standby warms up unless told not to"
+    assert not settings_from_env({"HEADRACE_WARMUP": "false"}).warmup
     for env, name in [
         ({"HEADRACE_STATE_PARTITIONS": "x"}, "HEADRACE_STATE_PARTITIONS"),
         ({"HEADRACE_STATE_BACKEND": "memory"}, "HEADRACE_STATE_BACKEND"),
         ({"HEADRACE_CONTROL_PORT": "70000"}, "HEADRACE_CONTROL_PORT"),
         ({"HEADRACE_ATTEMPT": "0"}, "HEADRACE_ATTEMPT"),
+        ({"HEADRACE_WARMUP": "maybe"}, "HEADRACE_WARMUP"),
     ]:
         with pytest.raises(SettingsError, match=name):
             settings_from_env(env)

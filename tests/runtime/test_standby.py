@@ -8,6 +8,7 @@ attempt drains the input and the sink must hold every window exactly once.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,14 @@ def test_a_standby_waits_warm_and_takes_over_exactly_once(tmp_path: Path, reader
         assert status["queries"] == []
         assert contract.PHASE_SPARK_CONTEXT_READY in status["phases"]  # warm: the script's session is up
         assert contract.PHASE_QUERIES_STARTED not in status["phases"]
+        # warmed up first (a synthetic query in a scratch directory), then it waits: nothing of it in the checkpoint
+        assert contract.PHASE_WARMED_UP in status["phases"]
+        warmed = re.search(
+            r"standby: warm-up ran (\d+) micro-batches in [\d.]+ s \((\w+); scratch (\S+) removed", standby.log()
+        )
+        assert warmed is not None and warmed[2] in ("done", "timeout"), standby.log()[-3000:]
+        assert not Path(warmed[3]).exists()
+        assert sorted(path.name for path in checkpoint.iterdir()) == ["q0"]  # the active driver's one query
         code, refused = standby.request("POST", contract.PATH_STOP_WITH_SAVEPOINT, {}, timeout=10)
         assert code == 409, refused
         code, refused = standby.request("POST", contract.PATH_SAVEPOINT, {"path": str(tmp_path / "sp")}, timeout=10)

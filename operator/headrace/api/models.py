@@ -381,6 +381,16 @@ class StandbySpec(Model):
             "briefly runs a second driver and its executors)."
         ),
     ] = None
+    warmup: Annotated[
+        bool,
+        Field(
+            description="Before a standby or pre-warmed driver waits at its first query start, it runs a short "
+            "synthetic stateful query (a windowed count over Spark's rate-micro-batch source, in the app's state "
+            "store, into a scratch directory of its pods, for 3 micro-batches or at most 60 s, cut short by a "
+            "promotion) so that its promoted first batch runs on warm JVMs; it never touches the app's checkpoint, "
+            "sources or outputs. false: wait without it."
+        ),
+    ] = True
 
 
 STREAMING_APP_SPEC_RULES: list[JsonValue] = [

@@ -37,6 +37,9 @@ ENV_STANDBY: Final = "HEADRACE_STANDBY"
 # the operator stops the running driver, the new driver checks that its first query's stateful operators can read
 # the state that checkpoint holds for the same query, and exits with EXIT_RESTORE_INCOMPATIBLE when they cannot
 ENV_PREWARM_CHECKPOINT: Final = "HEADRACE_PREWARM_CHECKPOINT"
+# "false": a standby (or pre-warmed) driver waits at its gate without running the warm-up query first
+# (spec.standby.warmup); unset or "true": it runs it
+ENV_WARMUP: Final = "HEADRACE_WARMUP"
 # Name of the app's driver Lease (coordination.k8s.io/v1, in HEADRACE_APP_NAMESPACE), set on every driver of an app
 # with a warm standby: the driver starts its queries only while it holds the Lease (a standby: once promoted), takes
 # it only when released or expired, renews it, and exits with EXIT_LEASE_LOST at once when it cannot renew within
@@ -174,3 +177,5 @@ STARTUP_PHASES: Final = (
 )
 # Reached by a standby driver only (status document `phases`, no metric): when it was promoted
 PHASE_PROMOTED: Final = "promoted"
+# Reached by a standby driver only (status document `phases`, no metric): its warm-up query ended
+PHASE_WARMED_UP: Final = "warmed_up"

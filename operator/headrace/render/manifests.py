@@ -262,6 +262,8 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         plain[contract.ENV_ALLOW_REPARTITION] = "true" if attempt.allow_repartition else "false"
     if attempt.standby:
         plain[contract.ENV_STANDBY] = "true"
+    if attempt.standby and not spec.standby.warmup:
+        plain[contract.ENV_WARMUP] = "false"
     if attempt.standby and attempt.compare_checkpoint:
         plain[contract.ENV_PREWARM_CHECKPOINT] = attempt.compare_checkpoint
     if guarded(spec):

@@ -27,14 +27,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from headrace.api import runtime_contract as contract
-from headrace.runtime import termination
+from headrace.runtime import termination, warmup
 from headrace.runtime.checkpoint_files import behind_problem, last_batch_id, sink_beyond_checkpoint_problem
 from headrace.runtime.control import ActionError
 from headrace.runtime.hadoop_fs import HadoopFileSystem, join
 from headrace.runtime.lease import LeaseGuard
 from headrace.runtime.listener import RuntimeListener
 from headrace.runtime.metrics import RuntimeMetrics
-from headrace.runtime.patching import StartCall
+from headrace.runtime.patching import StartCall, start_unintercepted
 from headrace.runtime.phases import PhaseClock
 from headrace.runtime.progress import summarize
 from headrace.runtime.registry import QueryRegistry, TrackedQuery
@@ -152,6 +152,7 @@ class Agent:
         if self._promoted.is_set():
             return
         self._refuse_at_gate_if_incompatible(writer, call)
+        self._warm_up(writer._spark)
         log.info(
             "standby: the script reached its first query start (%s); waiting to be promoted",
             call.query_name or "unnamed",
@@ -159,6 +160,17 @@ class Agent:
         self._at_gate = True
         while not self._promoted.wait(1.0):
             pass
+
+    def _warm_up(self, spark: SparkSession) -> None:
+        """Before waiting at the gate, run the warm-up query (unless HEADRACE_WARMUP=false): a promotion meanwhile
+        cuts it short, and whatever happens to it the driver goes on to wait."""
+        if not self.settings.warmup:
+            return
+        log.info("standby: warming up (a synthetic stateful query in a scratch directory) before waiting")
+        outcome = warmup.warm_up(spark, self._promoted, start_unintercepted)
+        log.info("standby: warm-up ran %s", outcome.describe())
+        if self.phases is not None:
+            self.phases.mark(contract.PHASE_WARMED_UP)
 
     def _refuse_at_gate_if_incompatible(self, writer: DataStreamWriter, call: StartCall) -> None:
         """HEADRACE_PREWARM_CHECKPOINT: raise RestoreIncompatibleError when the first query's stateful operators

@@ -74,6 +74,12 @@ def _original(name: str) -> Any:
     return _Installed.originals[name]
 
 
+def start_unintercepted(writer: DataStreamWriter) -> Any:
+    """Start `writer` with PySpark's own ``start`` (the runtime's own queries, such as the warm-up: never
+    intercepted, tracked or checkpoint-managed)."""
+    return _Installed.originals.get("start", DataStreamWriter.start)(writer)
+
+
 def _interceptor() -> StartInterceptor:
     assert _Installed.interceptor is not None, "headrace.runtime patches are not installed"
     return _Installed.interceptor

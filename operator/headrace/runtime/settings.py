@@ -44,6 +44,7 @@ class RuntimeSettings:
     allow_repartition: bool = False
     mode: str = "continuous"
     standby: bool = False  # a warm standby: the first query start waits for promotion
+    warmup: bool = True  # a standby runs the warm-up query before it waits at its gate
     prewarm_checkpoint: str | None = None  # a pre-warmed upgrade: the running driver's checkpoint, checked at the gate
     driver_lease: str | None = None  # the app's driver Lease: queries start only while holding it
     driver_lease_seconds: int = contract.DRIVER_LEASE_SECONDS
@@ -173,6 +174,7 @@ def settings_from_env(env: Mapping[str, str]) -> RuntimeSettings:
         allow_repartition=_boolean(env, contract.ENV_ALLOW_REPARTITION),
         mode=_choice(env, contract.ENV_MODE, MODES),
         standby=_boolean(env, contract.ENV_STANDBY),
+        warmup=_optional(env, contract.ENV_WARMUP) is None or _boolean(env, contract.ENV_WARMUP),
         prewarm_checkpoint=_optional(env, contract.ENV_PREWARM_CHECKPOINT),
         driver_lease=_optional(env, contract.ENV_DRIVER_LEASE),
         driver_lease_seconds=_lease_seconds(env),

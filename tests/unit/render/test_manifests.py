@@ -69,6 +69,17 @@ def test_only_a_pre_warmed_upgrades_driver_is_told_the_running_checkpoint_to_com
     assert contract.ENV_PREWARM_CHECKPOINT not in env(compare_checkpoint=running)  # not a standby: nothing to wait for
 
 
+def test_a_standby_warms_up_unless_its_spec_says_warmup_false() -> None:
+    def env(warmup: bool, standby: bool) -> dict[str, str | None]:
+        rendered = manifests.Attempt(**{**attempt(standby__warmup=warmup).__dict__, "standby": standby})
+        container = manifests.driver_pod(rendered)["spec"]["containers"][0]
+        return {item["name"]: item.get("value") for item in container["env"]}
+
+    assert contract.ENV_WARMUP not in env(warmup=True, standby=True)  # the default: no variable, the pod unchanged
+    assert env(warmup=False, standby=True)[contract.ENV_WARMUP] == "false"
+    assert contract.ENV_WARMUP not in env(warmup=False, standby=False)  # nothing waits: nothing to warm
+
+
 def test_only_apps_with_a_standby_get_the_driver_lease_and_the_right_to_renew_it_alone() -> None:
     plain = manifests.attempt_objects(_attempt())
     assert not [obj for obj in plain if obj["kind"] == "Lease" or obj["metadata"]["name"] == "clicks-driver-lease"]
