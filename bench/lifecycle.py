@@ -19,7 +19,8 @@ executors; Hadoop's local file system forking chmod); `--json FILE` saves the ru
 and `--baseline FILE` prints each phase's median against that file's as a ratio (two runs of the
 bench one after the other, each under its own node lock hold). `--standby` measures the same with
 `spec.standby.enabled` (each deletion once the standby waits at its gate: the "new driver" is the
-promoted standby, created and Running before the loss).
+promoted standby, created and Running before the loss); `--no-warmup` with it sets `spec.standby.warmup: false`
+(the standby waits without running its warm-up query first: the baseline of the warm-up).
 
 `--transition KIND --runs N` measures one transition N times (10 by default) on one deployment, each the
 change of the spec to the first batch committed by the new driver, with the same phases (from the
@@ -282,10 +283,15 @@ def _new_first_batch_events(app: scenario.AppHandle, seen: set[str], timeout: fl
 
 
 def _overrides(
-    spark_conf: dict[str, str], legacy_start: bool = False, standby: bool = False, **spec: object
+    spark_conf: dict[str, str],
+    legacy_start: bool = False,
+    standby: bool = False,
+    warmup: bool = True,
+    **spec: object,
 ) -> dict[str, object]:
     """The bench app's spec on top of the example's: restarts of a healthy run at once, `spark_conf` added to
-    its sparkConf, the previous cold path (`legacy_start`), a warm standby, and any other `spec` fields."""
+    its sparkConf, the previous cold path (`legacy_start`), a warm standby (with its warm-up query unless not
+    `warmup`), and any other `spec` fields."""
     example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
     overrides: dict[str, object] = {"restartPolicy": {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}}
     if legacy_start:
@@ -295,7 +301,7 @@ def _overrides(
     if spark_conf:
         overrides["sparkConf"] = {**example["spec"].get("sparkConf", {}), **spark_conf}
     if standby:
-        overrides["standby"] = {"enabled": True}
+        overrides["standby"] = {"enabled": True, "warmup": warmup}
     return {**overrides, **spec}
 
 
@@ -351,11 +357,12 @@ def recoveries(
     legacy_start: bool = False,
     standby: bool = False,
     *,
+    warmup: bool = True,
     save: Path | None = None,
 ) -> list[dict[str, float]]:
     """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's);
     the runs so far are written to `save` after each."""
-    with _bench_app(target, _overrides(spark_conf, legacy_start, standby)) as app:
+    with _bench_app(target, _overrides(spark_conf, legacy_start, standby, warmup)) as app:
         return _recoveries(app, runs, standby, save)
 
 
@@ -460,6 +467,9 @@ def main() -> None:
     parser.add_argument("--legacy-start", action="store_true", help="with --recovery: the previous cold path")
     parser.add_argument("--standby", action="store_true", help="with --recovery: with a warm standby driver")
     parser.add_argument(
+        "--no-warmup", action="store_true", help="with --standby: the standby waits without its warm-up query"
+    )
+    parser.add_argument(
         "--transition", choices=sorted(TRANSITIONS), help="only this transition, --runs times on one deployment"
     )
     parser.add_argument("--prewarm", action="store_true", help="with --transition: every second upgrade pre-warmed")
@@ -475,7 +485,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
             results = recoveries(
-                target, options.recovery, spark_conf, options.legacy_start, options.standby, save=options.json
+                target,
+                options.recovery,
+                spark_conf,
+                options.legacy_start,
+                options.standby,
+                warmup=not options.no_warmup,
+                save=options.json,
             )
             _summary(results, saved)
             return
