@@ -66,6 +66,18 @@ def _lease_wait(app: scenario.AppHandle, pod: str) -> str:
     return f"{found.group(1)}s"
 
 
+WARMED = re.compile(r"standby: warm-up ran (\d+) micro-batches in ([0-9.]+) s \(([^;)]+)")
+
+
+def _warm_up(app: scenario.AppHandle, pod: str) -> str:
+    """The standby's warm-up query ran to its end on the cluster (driver and executor each write to their own
+    scratch directory): its runtime's log line, or the test fails naming the outcome."""
+    found = WARMED.search(_log(app, pod))
+    assert found is not None, f"{pod} logged no warm-up"
+    assert found.group(3) == "done", f"{pod}'s warm-up: {found.group(0)}"
+    return f"{found.group(1)} micro-batches in {found.group(2)}s"
+
+
 def _exists(app: scenario.AppHandle, name: str) -> bool:
     return any(pod.metadata.name == name for pod in app.pods(names.ROLE_DRIVER))
 
@@ -73,6 +85,7 @@ def _exists(app: scenario.AppHandle, name: str) -> bool:
 def test_a_deleted_driver_is_replaced_by_the_warm_standby(warm: scenario.AppHandle) -> None:
     with scenario.Writer(warm.input):
         standby = warm.wait(lambda: _waiting_standby(warm), 600, "a standby waiting at its gate")
+        warmed = _warm_up(warm, standby.metadata.name)
         old = _current(warm)
         deleted_at, clock = time.time(), time.monotonic()
         warm.core.delete_namespaced_pod(old, warm.namespace)
@@ -80,7 +93,10 @@ def test_a_deleted_driver_is_replaced_by_the_warm_standby(warm: scenario.AppHand
         warm.wait(lambda: warm.commits_after(deleted_at + 1), 300, "a batch committed by the promoted standby")
         took = time.monotonic() - clock
         print(f"driver deleted -> first batch of the promoted standby: {took:.1f}s", end="")
-        print(f" (of which waiting for the driver Lease after the promotion: {_lease_wait(warm, _current(warm))})")
+        print(
+            f" (of which waiting for the driver Lease after the promotion: {_lease_wait(warm, _current(warm))};", end=""
+        )
+        print(f" its warm-up before: {warmed})")
     reasons = [event.reason for event in warm.core.list_namespaced_event(warm.namespace).items]
     assert "PromotingStandby" in reasons and "StandbyPromoted" in reasons
 
