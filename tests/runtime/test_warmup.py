@@ -15,13 +15,21 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from headrace.runtime.warmup import MAX_PARTITIONS, warm_up, warmup_partitions
+from headrace.runtime.warmup import MAX_PARTITIONS, QUERY_NAME, warm_up, warmup_partitions
 
 pytestmark = pytest.mark.spark
 
 
+def _query_threads(spark: Any) -> list[str]:
+    """The JVM's live stream execution threads of the warm-up query (it runs in a session of its own, so the app's
+    `spark.streams` would not show it)."""
+    threads = spark.sparkContext._jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+    return [str(thread.getName()) for thread in threads if QUERY_NAME in str(thread.getName())]
+
+
 def _untouched(spark: Any, outcome_scratch: str) -> None:
     assert spark.streams.active == []
+    assert _query_threads(spark) == [], "the warm-up query is still running"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "1"  # the warm-up's own session set its partitions
     assert not Path(outcome_scratch).exists()
 

@@ -89,6 +89,17 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(error).__name__
 
 
+def _remove(scratch: Path, settle: float = 0.25, within: float = 5.0) -> None:
+    """Remove the scratch directory, again while it reappears: a query stopped mid-batch leaves its cancelled tasks
+    to end on their own, and where they share the driver's file system (local mode) they may still write into it."""
+    deadline = time.monotonic() + within
+    while True:
+        shutil.rmtree(scratch, ignore_errors=True)
+        time.sleep(settle)
+        if not scratch.exists() or time.monotonic() > deadline:
+            return
+
+
 def _completed_batches(query: StreamingQuery) -> int:
     progress: dict[str, Any] | None = query.lastProgress
     return 0 if progress is None else int(progress.get("batchId", -1)) + 1
@@ -137,5 +148,5 @@ def warm_up(
                 query.stop()
             except Exception as error:
                 log.warning("warm-up: stopping its query failed: %s", _first_line(error))
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove(scratch)
     return WarmupOutcome(batches=done, seconds=clock() - began, ended=ended, scratch=str(scratch))
