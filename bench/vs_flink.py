@@ -106,7 +106,6 @@ def flink_job(config: dict[str, Any]) -> None:
         "rest.port": str(config["rest_port"]),
         "pipeline.jars": ";".join(f"file://{jar}" for jar in config["jars"]),
         "table.local-time-zone": "UTC",
-        "table.exec.source.idle-timeout": "5 s",
     }
     if config.get("restore"):
         options["execution.state-recovery.path"] = f"file://{config['restore']}"
@@ -421,6 +420,7 @@ class Engine(Protocol):
     def durable_times(self) -> list[float]: ...
     def commit_durations(self, since: float, until: float) -> dict[str, float]: ...
     def savepoint(self) -> float: ...
+    def settle(self) -> None: ...
     def committed_files(self) -> Callable[[], list[Path]]: ...
     def stop(self) -> None: ...
 
@@ -524,6 +524,11 @@ class FlinkEngine:
 
         _wait(done, 300, "the savepoint")
         return time.monotonic() - began
+
+    def settle(self) -> None:
+        """Two checkpoints complete from now: every part file rolled before now is committed."""
+        now = time.time()
+        _wait(lambda: len([t for t in self.durable_times() if t > now]) >= 2, 120, "two checkpoints")
 
     def latest_checkpoint(self) -> Path:
         """The newest completed checkpoint (its directory)."""
@@ -646,6 +651,10 @@ class HeadraceEngine:
         _kill(self.process)
         self.start()
 
+    def settle(self) -> None:
+        """A batch's files are committed with it: only the batch running now may still commit."""
+        time.sleep(3 * float(self.config["trigger_seconds"]))
+
     def committed_files(self) -> Callable[[], list[Path]]:
         return spark_files(self.output)
 
@@ -680,6 +689,7 @@ class Figures:
     recovery_s: float = float("nan")
     windows_checked: int = 0
     windows_wrong: int = 0
+    wrong: list[tuple[int, int, int]] = field(default_factory=list)  # window start, hits in the sink, events
 
 
 def _lag(engine: Engine, consumer: Any, topic: str) -> int:
@@ -765,15 +775,19 @@ def recovery(engine: Engine) -> float:
     return float(min(first)) - killed
 
 
-def check_sink(producer: Producer, topic: str, watcher: SinkWatcher, shape: Shape) -> tuple[int, int]:
-    """With the producer stopped, after a few checkpoints: the windows emitted before the last one (every row of
-    theirs is committed by then), (checked, whose hits differ from the events produced in them)."""
-    time.sleep(3 * shape.trigger_seconds + 3)
+def check_sink(engine: Engine, producer: Producer, topic: str, watcher: SinkWatcher, figures: Figures) -> None:
+    """With the producer stopped and the engine settled: the windows emitted before the last one (every row of
+    theirs is committed by then) against the events produced in them."""
+    engine.settle()
     watcher.scan()
     latest = max(watcher.first_seen, default=0)
-    windows = [start for start in watcher.first_seen if start < latest]
-    wrong = [start for start in windows if watcher.hits[start] != producer.produced[topic, start]]
-    return len(windows), len(wrong)
+    windows = sorted(start for start in watcher.first_seen if start < latest)
+    figures.wrong = [
+        (start, watcher.hits[start], producer.produced[topic, start])
+        for start in windows
+        if watcher.hits[start] != producer.produced[topic, start]
+    ]
+    figures.windows_checked, figures.windows_wrong = len(windows), len(figures.wrong)
 
 
 def measure(
@@ -808,7 +822,7 @@ def measure(
         log(f"  {engine.name}: recovered in {figures.recovery_s:.1f} s")
         time.sleep(2 * shape.window_seconds + shape.watermark_seconds + 2 * shape.trigger_seconds)
         producer.aim("", 0)
-        figures.windows_checked, figures.windows_wrong = check_sink(producer, topic, watcher, shape)
+        check_sink(engine, producer, topic, watcher, figures)
         return figures
     finally:
         producer.aim("", 0)
