@@ -9,7 +9,19 @@ from typing import Any
 
 import pytest
 
-from headrace.core.autoscaler import AutoscalerMemory, Decision, Sample, Signals, decide, limits, window_stats
+from headrace.core.autoscaler import (
+    AutoscalerMemory,
+    Decision,
+    Reading,
+    Sample,
+    Signals,
+    decide,
+    limits,
+    reading,
+    sample_between,
+    window_stats,
+)
+from headrace.core.observation import BatchTotals, DriverProgress
 from tests.unit.builders import T0, spec
 
 START = T0 - timedelta(hours=1)  # the driver started long before: only the window matters
@@ -236,6 +248,7 @@ CASES: list[tuple[str, Any, Signals, AutoscalerMemory, str, int]] = [
     ),
     ("stuck: a backlog and no rows", autoscaled(), signals(load(0, 0, backlog=500)), SETTLED, "NoThroughput", 2),
     ("passive mode recommends", autoscaled(mode="passive"), signals(OVER), SETTLED, "ScaleUp", 8),
+    ("batches back to back", autoscaled(), signals(OVER, back_to_back=True), SETTLED, "BackToBackBatches", 2),
 ]
 
 
@@ -462,3 +475,40 @@ def test_a_ramp_scales_up_absorbs_the_backlog_holds_and_scales_down_after_the_de
     assert all(backlog < 4000 * 5 for minute, backlog, _ in trace if minute > 55), "no backlog after scaling down"
     per_hour = [action for action in actions if action.minute < 60]
     assert len(per_hour) <= 6
+
+
+# ------------------------------------------------------------------------- readings and samples --
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def reading_at(
+    seconds: float, batches: int, rows: int, busy: float, *, executors: int = 2, since: float = -600
+) -> Reading:
+    return Reading(at(seconds), BatchTotals(batches, rows, busy), 50.0, executors, at(since))
+
+
+def test_a_sample_is_the_difference_of_two_readings() -> None:
+    sample = sample_between(reading_at(0, 10, 5000, 12.0), reading_at(30, 16, 8000, 20.5))
+    assert sample == Sample(at=at(30), seconds=30.0, input_rows=3000, busy_seconds=8.5, backlog=50.0, executors=2)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (reading_at(0, 10, 5000, 12.0), reading_at(30, 2, 800, 2.0)),  # a new driver: its counters start over
+        (reading_at(0, 10, 5000, 12.0), reading_at(30, 16, 8000, 20.5, executors=3, since=20)),  # rescaled between
+        (reading_at(0, 10, 5000, 12.0, executors=3), reading_at(30, 16, 8000, 20.5, executors=3, since=10)),
+        (reading_at(30, 10, 5000, 12.0), reading_at(30, 10, 5000, 12.0)),  # the same call twice
+    ],
+)
+def test_no_sample_across_a_new_driver_or_size(before: Reading, after: Reading) -> None:
+    assert sample_between(before, after) is None
+
+
+def test_a_reading_needs_the_runtimes_counters() -> None:
+    progress = DriverProgress(registered_executors=2, source_backlog=7.0, totals=BatchTotals(1, 2, 3.0))
+    assert reading(progress, NOW) == Reading(NOW, BatchTotals(1, 2, 3.0), 7.0, 2, None)
+    assert reading(replace(progress, totals=None), NOW) is None
