@@ -135,6 +135,25 @@ def test_by_default_the_operator_watches_and_may_act_in_the_release_namespace_on
     assert sorted(role["metadata"]["namespace"] for role in roles) == ["analytics", "fraud"]
 
 
+@pytest.mark.parametrize(
+    ("values", "watching"),
+    [
+        (None, "its release namespace headrace-system"),
+        (WATCHED, "analytics, fraud"),
+        ({"clusterWide": True}, "all namespaces"),
+    ],
+)
+def test_the_install_notes_name_the_namespaces_watched(
+    values: dict[str, Any] | None, watching: str, tmp_path: Path
+) -> None:
+    completed = helm(
+        "install", "headrace", str(CHART), "--namespace", "headrace-system", "--dry-run=client",
+        values=values, workdir=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert f"watching {watching}.\n" in completed.stdout, completed.stdout[-2000:]
+
+
 @pytest.mark.parametrize("values", [None, WATCHED, {"clusterWide": True}])
 def test_the_operators_rules_are_exactly_what_its_code_needs(values: dict[str, Any] | None, tmp_path: Path) -> None:
     """No wildcard, no escalate/bind/impersonate, and no verb the operator's code does not use (a call added
