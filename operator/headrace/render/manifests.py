@@ -13,6 +13,7 @@ import yaml
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR
 from headrace.core.standby import guarded
 from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import control_tls, identity, scheduling, security
@@ -185,7 +186,9 @@ def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
                         *identity.volume_mounts(spec),
                         *[mount.model_dump() for mount in spec.volumeMounts],
                     ],
-                    "resources": scheduling.resources(spec.executor, spec.executor.memory, None),
+                    "resources": scheduling.resources(
+                        spec.executor, spec.executor.memory, None, EXECUTOR_OVERHEAD_FACTOR
+                    ),
                 }
             ],
             "volumes": [
@@ -314,7 +317,10 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "securityContext": security.container_security_context(),
                     "ports": _ports(),
                     "resources": scheduling.resources(
-                        spec.driver, spec.driver.memory, spec.driver.coreRequest or str(spec.driver.cores)
+                        spec.driver,
+                        spec.driver.memory,
+                        spec.driver.coreRequest or str(spec.driver.cores),
+                        DRIVER_OVERHEAD_FACTOR,
                     ),
                     "volumeMounts": [
                         {"name": "spark-conf", "mountPath": CONF_DIR, "readOnly": True},

@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from headrace.api.models import PodScheduling
-from headrace.render.quantities import pod_memory, spark_memory_mib
-
-DEFAULT_OVERHEAD_FACTOR = 0.4  # the driver runs the script's Python interpreter, executors run Python workers
+from headrace.core.quantities import pod_memory
 
 
 def pod_fields(scheduling: PodScheduling) -> dict[str, Any]:
@@ -32,17 +30,11 @@ def pod_fields(scheduling: PodScheduling) -> dict[str, Any]:
     return fields
 
 
-def memory(scheduling: PodScheduling, heap: str) -> str:
-    """The container's memory request and limit: the heap plus memoryOverhead (or the default overhead)."""
-    if scheduling.memoryOverhead is None:
-        return pod_memory(heap, DEFAULT_OVERHEAD_FACTOR)
-    return f"{spark_memory_mib(heap) + spark_memory_mib(scheduling.memoryOverhead)}Mi"
-
-
-def resources(scheduling: PodScheduling, heap: str, cpu_request: str | None) -> dict[str, Any]:
-    """A container's resources: memory (request = limit), the CPU request, ephemeral storage and extended
-    resources (request = limit, as Kubernetes requires of extended resources)."""
-    fixed = {"memory": memory(scheduling, heap)}
+def resources(scheduling: PodScheduling, heap: str, cpu_request: str | None, overhead_factor: float) -> dict[str, Any]:
+    """A container's resources: memory (request = limit: the heap plus memoryOverhead, or the default overhead),
+    the CPU request, ephemeral storage and extended resources (request = limit, as Kubernetes requires of
+    extended resources)."""
+    fixed = {"memory": pod_memory(heap, overhead_factor, scheduling.memoryOverhead)}
     if scheduling.ephemeralStorage:
         fixed["ephemeral-storage"] = scheduling.ephemeralStorage
     fixed.update(scheduling.extendedResources)

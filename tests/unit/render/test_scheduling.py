@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from headrace.core.validation import app_memory_mib
 from headrace.render import manifests
 from tests.unit.builders import attempt
 
@@ -91,3 +92,13 @@ def test_ephemeral_storage_and_extended_resources_are_requested_and_limited() ->
     assert driver["resources"]["requests"]["ephemeral-storage"] == "5Gi"
     assert driver["resources"]["limits"]["ephemeral-storage"] == "5Gi"
     assert "nvidia.com/gpu" not in driver["resources"]["limits"]
+
+
+def test_the_autoscalers_memory_quota_counts_the_memory_the_pods_request() -> None:
+    sized = {"driver": {"memory": "2g", "memoryOverhead": "1g"}, "executor": {"memory": "4g", "memoryOverhead": "3g"}}
+    for overrides in ({}, sized):
+        app = attempt(**overrides)
+        driver = manifests.driver_pod(app)["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        executor = _template(**overrides)["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        mib = [int(quantity.removesuffix("Mi")) for quantity in (driver, executor)]
+        assert app_memory_mib(app.spec, 3) == mib[0] + 3 * mib[1]
