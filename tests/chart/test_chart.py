@@ -269,6 +269,16 @@ def test_dashboard_and_argocd_configmaps_carry_the_files(tmp_path: Path) -> None
         assert rendered.strip() == (CHART / "argocd" / script).read_text().strip()
 
 
+def test_the_argocd_grace_period_is_set_in_the_rendered_script(tmp_path: Path) -> None:
+    values = {**EVERYTHING, "argocd": {"healthChecks": {"enabled": True, "degradedGraceSeconds": 1800}}}
+    (health,) = [
+        item for item in by_kind(render(tmp_path, values), "ConfigMap") if "argocd" in item["metadata"]["name"]
+    ]
+    script = health["data"]["resource.customizations.health.headrace.dev_StreamingApp"]
+    assert "local DEGRADED_GRACE_SECONDS = 1800\n" in script
+    assert script.replace("= 1800", "= 600").strip() == (CHART / "argocd" / "streamingapp.lua").read_text().strip()
+
+
 def test_optional_objects_are_off_by_default(tmp_path: Path) -> None:
     kinds = sorted({manifest["kind"] for manifest in render(tmp_path)})
     assert kinds == [

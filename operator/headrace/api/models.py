@@ -419,6 +419,18 @@ class RestartPolicy(Model):
         ),
         change(ChangeKind.IGNORE),
     ] = None
+    startupFailureThreshold: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1000,
+            description="Attempts in a row that fail before their first committed batch after which the app "
+            "reports Degraded StartupFailing with the last error (restarts go on with the backoff). A failure no "
+            "restart can heal (a Python SyntaxError or ImportError, a usage error, a Spark setting Spark refuses) "
+            "reports it at the first such failure.",
+        ),
+        change(ChangeKind.IGNORE),
+    ] = 3
 
 
 class SavepointPolicy(Model):
@@ -848,6 +860,11 @@ class RestartStatus(Model):
     lastFailureReason: str | None = None
     lastFailureMessage: str | None = None
     nextRetryAt: str | None = None
+    startupFailures: int = Field(
+        default=0,
+        description="Attempts in a row that failed before their first committed batch (0 once an attempt commits, or "
+        "runs for restartPolicy.healthyAfter).",
+    )
 
 
 class PendingOperation(Model):
