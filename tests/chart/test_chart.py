@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,32 @@ def test_by_default_the_operator_watches_and_may_act_in_the_release_namespace_on
     watched = render(tmp_path, WATCHED)
     roles = [role for role in by_kind(watched, "Role") if role["metadata"]["name"] == "headrace"]
     assert sorted(role["metadata"]["namespace"] for role in roles) == ["analytics", "fraud"]
+
+
+@pytest.mark.parametrize(
+    ("values", "watching"),
+    [
+        (None, "its release namespace headrace-system"),
+        (WATCHED, "analytics, fraud"),
+        ({"clusterWide": True}, "all namespaces"),
+    ],
+)
+def test_the_install_notes_name_the_namespaces_watched(
+    values: dict[str, Any] | None, watching: str, tmp_path: Path
+) -> None:
+    # `helm template` leaves NOTES.txt out and `helm install --dry-run` needs a cluster: render a copy of the
+    # chart whose NOTES.txt is also an ordinary template.
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes.txt")
+    (chart / "templates" / "notes.yaml").write_text('notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n')
+    completed = helm(
+        "template", "headrace", str(chart), "--namespace", "headrace-system", "--show-only", "templates/notes.yaml",
+        values=values, workdir=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    notes = yaml.safe_load(completed.stdout)["notes"]
+    assert f"watching {watching}.\n" in notes, notes
 
 
 @pytest.mark.parametrize("values", [None, WATCHED, {"clusterWide": True}])
