@@ -24,7 +24,7 @@ from testbed.controlplane import (
 
 # Packages whose tests start the machine's one real node (or build what it runs). Under `pytest -n 2`
 # (`make test`) they run in collection order on one worker, everything else on the other.
-NODE_PACKAGES = frozenset({"e2e", "testbed"})
+NODE_PACKAGES = frozenset({"e2e", "multinode", "testbed"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,6 @@ from testbed import build
 from testbed.kind import nodeimage, podman, tools
 
 CLUSTER_NAME = "headrace"
-NETWORK = "headrace-kind"  # kind's own default, "kind", would be shared with any other kind cluster
 WORKERS = 2
 
 # The kubelet refuses cgroup v1 from 1.35 on unless told otherwise; this host is cgroup v1.
@@ -47,20 +46,25 @@ nodes:
 """
 
 
-def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+def network_name(cluster: str) -> str:
+    """Each cluster's own podman network (kind's default, ``kind``, is shared by every kind cluster)."""
+    return f"{cluster}-kind"
+
+
+def environment(cluster: str = CLUSTER_NAME) -> dict[str, str]:
     """The environment kind and podman run with: the per-run containers.conf, the podman provider and
     the cluster's own network."""
-    env = dict(os.environ if base is None else base)
+    env = dict(os.environ)
     env.update(podman.environment())
-    env["KIND_EXPERIMENTAL_PODMAN_NETWORK"] = NETWORK
+    env["KIND_EXPERIMENTAL_PODMAN_NETWORK"] = network_name(cluster)
     return env
 
 
 @contextlib.contextmanager
-def _process_environment() -> Iterator[None]:
+def _process_environment(cluster: str) -> Iterator[None]:
     """pytest-kind runs kind with the process's environment: lend it ours for the call."""
     saved = dict(os.environ)
-    os.environ.update(environment())
+    os.environ.update(environment(cluster))
     try:
         yield
     finally:
@@ -136,7 +140,7 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         if config_file is None:
             config_file = self.workdir / "kind.yaml"
             Path(config_file).write_text(CLUSTER_CONFIG)
-        with _process_environment():
+        with _process_environment(self.name):
             super().create(config_file)
 
     def load_docker_image(self, docker_image: str) -> None:
@@ -149,14 +153,15 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
     def load_image_archive(self, archive: Path) -> None:
         """``kind load image-archive``: an OCI or docker archive onto every node."""
         command = [str(self.kind_path), "load", "image-archive", "--name", self.name, str(archive)]
-        subprocess.run(command, env=environment(), check=True)
+        subprocess.run(command, env=environment(self.name), check=True)
 
     def delete(self) -> None:
         """``kind delete cluster``, then the cluster's podman network."""
-        with _process_environment():
+        with _process_environment(self.name):
             super().delete()
-        if NETWORK in _podman("network", "ls", "--format", "{{.Name}}").split():
-            _podman("network", "rm", "-f", NETWORK)
+        network = network_name(self.name)
+        if network in _podman("network", "ls", "--format", "{{.Name}}").split():
+            _podman("network", "rm", network)
 
     def node_names(self) -> list[str]:
         """The cluster's node containers (control plane first)."""

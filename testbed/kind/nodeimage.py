@@ -37,6 +37,8 @@ from testbed.pause.image import ImageFile, layer_blob, oci_archive
 
 IMAGE_REPOSITORY = "localhost/headrace/kind-node"
 KUBE_ROUTER_IMAGE = f"localhost/headrace/kube-router:{tools.KUBE_ROUTER_VERSION}"
+# The node's own Debian (bash, socat, getent, ip) as an image, for tests' probe pods; preloaded too.
+TOOLBOX_IMAGE = "localhost/headrace/kind-toolbox:1"
 POD_SUBNET = "10.244.0.0/16"
 
 # What kind's base image installs, less what this recipe does not use (fuse, NFS, iSCSI), plus the
@@ -302,7 +304,7 @@ def _write_image_archives(out: Path, references: Sequence[str], base_layer: byte
     }
     base = layer_blob(base_layer)
     archives = []
-    for reference in [*references, KUBE_ROUTER_IMAGE]:
+    for reference in [*references, KUBE_ROUTER_IMAGE, TOOLBOX_IMAGE]:
         name = image_name_of(reference)
         if name == "pause":
             executable = out / "pause.bin"
@@ -316,6 +318,9 @@ def _write_image_archives(out: Path, references: Sequence[str], base_layer: byte
             binary = binaries["kube-proxy"] if name == "kube-proxy" else tools.ensure_kube_router()
             files = {f"usr/local/bin/{name}": ImageFile(binary.read_bytes())}
             data = oci_archive(files, name=reference, entrypoint=[], env=[_IMAGE_PATH], base_layers=[base])
+        elif name == "kind-toolbox":
+            files = {"etc/headrace-toolbox": ImageFile(b"the kind node's root filesystem as an image\n", 0o644)}
+            data = oci_archive(files, name=reference, entrypoint=["/bin/bash"], env=[_IMAGE_PATH], base_layers=[base])
         elif name in binaries:
             files = {f"usr/local/bin/{name}": ImageFile(binaries[name].read_bytes())}
             data = oci_archive(files, name=reference, entrypoint=[], env=[_IMAGE_PATH])
