@@ -224,11 +224,10 @@ def containerd_config(pause_image: str) -> str:
 
 
 def cri_base_spec(default_spec: dict[str, object]) -> dict[str, object]:
-    """kind's base runtime spec: containerd's default without rlimits, plus kind's product-files hook."""
+    """kind's base runtime spec: containerd's default without rlimits (kind's product-files hook is left
+    out: it needs jq, and only fakes /sys/class/dmi/id/product_* inside pods)."""
     spec: dict[str, Any] = json.loads(json.dumps(default_spec))
     spec.get("process", {}).pop("rlimits", None)
-    hooks = spec.setdefault("hooks", {})
-    hooks.setdefault("createContainer", []).append({"path": "/kind/bin/mount-product-files.sh"})
     return spec
 
 

@@ -81,11 +81,10 @@ def test_the_default_cni_is_kube_router_from_the_preloaded_image_enforcing_polic
     assert "--run-router=true" in container["args"]
 
 
-def test_the_base_runtime_spec_has_no_rlimits_and_kinds_product_hook() -> None:
+def test_the_base_runtime_spec_has_no_rlimits() -> None:
     default = {"process": {"rlimits": [{"type": "RLIMIT_NOFILE"}], "args": []}, "hooks": {}}
     spec = nodeimage.cri_base_spec(default)
-    assert "rlimits" not in spec["process"]  # type: ignore[operator]
-    assert spec["hooks"] == {"createContainer": [{"path": "/kind/bin/mount-product-files.sh"}]}
+    assert spec == {"process": {"args": []}, "hooks": {}}
     assert "rlimits" in default["process"]  # the input is left as it was
 
 
