@@ -4,20 +4,24 @@ Owns: the order of the quick start: the background cluster up, images built from
 imported, the operator installed by its Helm chart, and the windowed-counts example applied in
 namespace `demo`, reading click events from the cluster's Kafka (``kafka.kafka.svc:9092``, topic
 `clicks`, fed by a producer on this machine), or with ``--source files`` from a directory of click files.
-Never: configures components itself (cluster, images, environment and scenario modules do).
+Also the example in a namespace (and topic) of its own, as the chaos run and the lifecycle bench deploy it
+(`example_app`). Never: configures components itself (cluster, images, environment and scenario modules do).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from testbed import cluster, images, objectstore, scenario
+from testbed import REPOSITORY, cluster, images, objectstore, scenario, tools
+from testbed.controlplane import delete_namespace
 from testbed.environment import Environment
 
 NAMESPACE = "demo"
@@ -36,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("1/4 cluster: building Kubernetes from source on the first run, then starting it", flush=True)
     if cluster.command_up() != 0:
         return 1
+    for line in tools.link(["kubectl"]):  # the kubectl the printed steps call, of the cluster's version
+        print(f"tools: {line}", flush=True)
     print("2/4 images: building the operator and Spark images from the Dockerfile", flush=True)
     archives = images.build_all()
     if cluster.command_import(list(archives.values())) != 0:
@@ -45,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target.install_operator()
     print(f"4/4 example: windowed-counts in namespace {NAMESPACE}, reading from {args.source}", flush=True)
     data, _ = apply_example(target, args.files, source=args.source)
-    _print_next_steps(target, data, args.source)
+    print(next_steps(target, data, args.source), flush=True)
     return 0
 
 
@@ -56,11 +62,13 @@ def apply_example(
     source: str = "kafka",
     namespace: str = NAMESPACE,
     topic: str = TOPIC,
+    bucket: bool = True,
     **spec_overrides: Any,
 ) -> tuple[Path, scenario.ClickFiles | scenario.ClickTopic]:
     """Step 4, also run by the quick start's and the chaos suite's e2e tests: the example applied in `namespace`
     (spec_overrides merged into its spec), `files` chunks of clicks produced to `topic` (`source` kafka) or written
-    as input files (`source` files); returns the example's data directory and the clicks' writer."""
+    as input files (`source` files); returns the example's data directory and the clicks' writer. Its state is in
+    the cluster's S3 bucket, or with `bucket` False on the hostPath beside its output (`use_bucket`)."""
     if source not in SOURCES:
         raise ValueError(f"--source must be one of {', '.join(SOURCES)}, not {source!r}")
     namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
@@ -83,12 +91,39 @@ def apply_example(
         manifest = scenario.windowed_counts_manifest(data, **spec_overrides)
     (data / "namespace.yaml").write_text(yaml.safe_dump(namespace_manifest))
     target.kubectl("apply", "-f", str(data / "namespace.yaml"))
-    use_bucket(target, data, manifest, namespace)
+    if bucket:
+        use_bucket(target, data, manifest, namespace)
     (data / "streamingapp.yaml").write_text(yaml.safe_dump(manifest))
     target.kubectl("apply", "-n", namespace, "-f", str(data / "streamingapp.yaml"))
     for _ in range(files):
         clicks.next_file()
     return data, clicks
+
+
+@contextlib.contextmanager
+def example_app(
+    target: Environment,
+    files: int,
+    prefix: str,
+    *,
+    source: str = "kafka",
+    bucket: bool = True,
+    **spec_overrides: Any,
+) -> Iterator[scenario.AppHandle]:
+    """The quick start's example (`apply_example`) in a namespace of its own named `prefix`-<random>, reading a
+    topic of that name (`source` kafka), `files` chunks of clicks in it; the handle's `input` is its producer. The
+    namespace is deleted afterwards."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    with target.api_client() as api:
+        try:
+            data, clicks = apply_example(
+                target, files, source=source, namespace=namespace, topic=namespace, bucket=bucket, **spec_overrides
+            )
+            handle = scenario.AppHandle(api, namespace, data)
+            handle.input = clicks
+            yield handle
+        finally:
+            delete_namespace(api, namespace)
 
 
 def use_bucket(target: Environment, data: Path, manifest: dict[str, Any], namespace: str = NAMESPACE) -> None:
@@ -113,30 +148,26 @@ def use_bucket(target: Environment, data: Path, manifest: dict[str, Any], namesp
         state.symlink_to(bucket_state, target_is_directory=True)
 
 
-def _print_next_steps(target: Environment, data: Path, source: str) -> None:
-    if source == "kafka":
-        feed = (
-            f"Input: topic {TOPIC} on kafka.kafka.svc:9092 (from this machine: {target.kafka_bootstrap});\n"
-            f"  add more with `uv run python -m testbed quickstart --files 10`"
-        )
-    else:
-        feed = f"Input files: {data / 'input'} (add more with `uv run python -m testbed quickstart --source files`)"
-    print(
-        f"""
-Headrace is running. Try:
+def next_steps(target: Environment, data: Path, source: str) -> str:
+    """What to try next: commands that work as written in a new shell of this machine, run from the checkout
+    (`make setup` linked `uv`, `headrace` and the quick start linked `kubectl` into a directory on PATH,
+    `testbed.tools`); tests/e2e/test_quickstart.py runs every indented command line as printed."""
+    feed = f"topic {TOPIC} on kafka.kafka.svc:9092" if source == "kafka" else f"files in {data / 'input'}"
+    return f"""
+Headrace is running. Try, in a new shell, from {REPOSITORY}:
   export KUBECONFIG={target.kubeconfig}
-  kubectl get sapp -n {NAMESPACE}              # phase, executors, last batch, last savepoint
-  kubectl get pods -n {NAMESPACE}              # the driver and its executors
-  uv run headrace status -n {NAMESPACE}
-  uv run headrace savepoint windowed-counts -n {NAMESPACE}
+  kubectl get sapp -n {NAMESPACE}                 # phase, executors, last batch, last savepoint
+  kubectl get pods -n {NAMESPACE}                 # the driver and its executors
+  headrace status -n {NAMESPACE}
+  headrace savepoint windowed-counts -n {NAMESPACE}
   kubectl scale sapp windowed-counts -n {NAMESPACE} --replicas=2
-{feed}
+  make clicks                            # ten more chunks of 120 clicks
+  make results                           # the newest windows in the example's sink
+Input: {feed}
 Output (parquet, exactly once): {data / "output"}
 State (checkpoints and savepoints): {_state_location(data)}
 Stop everything: make down
-""",
-        flush=True,
-    )
+"""
 
 
 def _state_location(data: Path) -> str:
