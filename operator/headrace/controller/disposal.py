@@ -18,7 +18,7 @@ from typing import Any
 
 from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
 from headrace.adapters.kube import KubeClient
-from headrace.controller.observe import current_driver_pod, serves_control_tls
+from headrace.controller.observe import current_driver_pod, logged_savepoint, serves_control_tls
 from headrace.controller.reconciler import driver_endpoint
 from headrace.core.disposal import (
     AppFacts,
@@ -82,7 +82,6 @@ class SavepointDisposer:
             return None, facts, None
         spec, status = app.get("spec") or {}, app.get("status") or {}
         restore = spec.get("restoreFrom") or {}
-        pending = (status.get("pendingOperation") or {}).get("detail") or {}
         needed_paths = {
             status.get("suspendedSavepoint"),
             restore.get("path"),
@@ -98,7 +97,7 @@ class SavepointDisposer:
             phase=status.get("phase"),
             driver_address=endpoint.address if endpoint is not None else None,
             needed_paths=frozenset(path for path in needed_paths if path),
-            needed_names=frozenset(name for name in (restore.get("savepoint"), pending.get("savepoint")) if name),
+            needed_names=frozenset(name for name in (restore.get("savepoint"), logged_savepoint(app)) if name),
         )
         return app, replace(facts, app=known), endpoint
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from headrace.api import names
 from headrace.api import runtime_contract as contract
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import PrewarmUpgrade, StreamingAppSpec, StreamingAppStatus, ThroughSavepoint
 from headrace.core.observation import (
     DriverPod,
     DriverProgress,
@@ -256,20 +256,29 @@ def app_view(body: dict[str, Any]) -> AppView:
     )
 
 
+def logged_savepoint(app: dict[str, Any]) -> str | None:
+    """The StreamingSavepoint the app's write-ahead log is taking (None: none, or its status cannot be read)."""
+    try:
+        status = StreamingAppStatus.model_validate(app.get("status") or {})
+    except ValidationError:
+        return None
+    pending = status.pendingOperation
+    return pending.savepoint if isinstance(pending, ThroughSavepoint) else None
+
+
 def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
     return tuple(
         Problem(".".join([root, *(str(part) for part in item["loc"])]), item["msg"]) for item in error.errors()
     )
 
 
-def prewarmed_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def prewarmed_driver_pod(status: StreamingAppStatus, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The new driver a pre-warmed upgrade waits for (pendingOperation Upgrade/Prewarm), when it runs and has an
     IP; else None."""
-    pending = (app.get("status") or {}).get("pendingOperation") or {}
-    if pending.get("kind") != "Upgrade" or pending.get("step") != "Prewarm":
+    pending = status.pendingOperation
+    if not isinstance(pending, PrewarmUpgrade):
         return None
-    name = (pending.get("detail") or {}).get("prewarm")
-    pod = next((item for item in pods if item["metadata"]["name"] == name), None)
+    pod = next((item for item in pods if item["metadata"]["name"] == pending.prewarmDriver), None)
     if pod is None or (pod.get("status") or {}).get("phase") != "Running" or not pod["status"].get("podIP"):
         return None
     return None if pod["metadata"].get("deletionTimestamp") else pod

@@ -27,6 +27,7 @@ from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavai
 from headrace.adapters.kube import Conflict, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
+from headrace.api.models import StreamingAppStatus
 from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
@@ -170,7 +171,7 @@ class Reconciler:
             driver_status,
             unanswered=unanswered,
             savepoints_in_flight=in_flight,
-            prewarmed_status=self._prewarmed_status(body, pods),
+            prewarmed_status=self._prewarmed_status(body, view.status, pods),
         )
         now = self.clock()
         plan = decide(view, observation, now)
@@ -318,9 +319,11 @@ class Reconciler:
             return None
         return self.driver.status(endpoint)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
 
-    def _prewarmed_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
+    def _prewarmed_status(
+        self, body: dict[str, Any], status: StreamingAppStatus, pods: list[dict[str, Any]]
+    ) -> contract.StatusDocument | None:
         """The status of a pre-warmed upgrade's new driver (None: there is none, or it does not answer yet)."""
-        pod = prewarmed_driver_pod(body, pods)
+        pod = prewarmed_driver_pod(status, pods)
         if pod is None:
             return None
         endpoint = self._endpoint(body, pod["status"]["podIP"], tls=serves_control_tls(pod))

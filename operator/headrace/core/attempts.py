@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from headrace.api import names
-from headrace.api.models import Condition, PendingOperation, Phase, RunStatus, StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import Condition, Phase, RunStatus, StartAttempt, StreamingAppSpec, StreamingAppStatus
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.conditions import get_condition
 from headrace.core.observation import DriverPod, Observation
@@ -17,8 +17,6 @@ from headrace.core.restarts import NEVER_RAN_REASONS
 from headrace.core.timefmt import format_time
 
 FENCE_POLL_SECONDS = 1.0
-PREVIOUS_RUN = "previousRun"  # pendingOperation.detail of a StartDriver that replaces a run's attempt
-PREVIOUS_SPEC = "previousSpec"
 PENDING_POLL_SECONDS = 5.0
 DRIVER_PENDING = "DriverPending"  # Ready's reason while the driver pod is not running yet
 
@@ -52,14 +50,14 @@ def start_attempt(
     started = planned_run(builder, spec, run=run, attempt=attempt, restore_from=restore_from)
     previous, previous_spec = builder.status.run, builder.status.lastReconciledSpec
     builder.status.run = started
-    builder.status.pendingOperation = PendingOperation(
-        kind="StartDriver", step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
+    replaces = previous is not None and previous_spec is not None  # to return to, should the API server refuse it
+    builder.status.pendingOperation = StartAttempt(
+        startedAt=format_time(builder.now),
+        run=run,
+        attempt=attempt,
+        previousRun=previous.model_copy() if previous is not None and replaces else None,
+        previousSpec=previous_spec if replaces else None,
     )
-    if previous is not None and previous_spec is not None:  # to return to, should the API server refuse this one
-        builder.status.pendingOperation.detail = {
-            PREVIOUS_RUN: previous.model_dump_json(exclude_none=True),
-            PREVIOUS_SPEC: previous_spec,
-        }
     if previous is None or previous.number != run:
         builder.status.progress = None  # a new checkpoint: nothing committed in it yet
     builder.status.lastReconciledSpec = spec_json(spec)
@@ -119,7 +117,7 @@ def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | N
         plan.actions
         or plan.events
         or pending is None
-        or pending.kind != "StartDriver"
+        or not isinstance(pending, StartAttempt)
         or run is None
         or plan.status.pendingOperation is not None
         or pod is None
