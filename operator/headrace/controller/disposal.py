@@ -20,6 +20,7 @@ from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavai
 from headrace.adapters.kube import KubeClient
 from headrace.controller.observe import current_driver_pod, logged_savepoint, serves_control_tls
 from headrace.controller.reconciler import driver_endpoint
+from headrace.controller.status_recorder import StatusRecorder
 from headrace.core.disposal import (
     AppFacts,
     DisposalFacts,
@@ -39,8 +40,11 @@ REFUSED_STATUSES = frozenset({400, 403, 404})  # the driver checked the path and
 class SavepointDisposer:
     """Deletes the files of StreamingSavepoints deleted with disposeOnDelete, through their app's driver."""
 
-    def __init__(self, kube: KubeClient, driver: DriverControl, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, kube: KubeClient, recorder: StatusRecorder, driver: DriverControl, clock: Callable[[], datetime]
+    ) -> None:
         self.kube = kube
+        self.recorder = recorder
         self.driver = driver
         self.clock = clock
 
@@ -108,7 +112,7 @@ class SavepointDisposer:
         if isinstance(decided, Retry):
             message = f"deletion waits to delete the savepoint's files: {decided.why}; next try in {decided.seconds:g}s"
             try:
-                self.kube.patch_savepoint_status(metadata["namespace"], metadata["name"], {"message": message})
+                self.recorder.waiting_deletion(metadata["namespace"], metadata["name"], message)
             except Exception:
                 logger.exception("could not record why %s/%s waits", metadata["namespace"], metadata["name"])
             return decided.seconds, message
