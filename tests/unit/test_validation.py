@@ -312,3 +312,38 @@ def test_the_planner_applies_the_apps_policy() -> None:
     assert not any(type(action).__name__ == "EnsureDriver" for action in refused.actions)
     allowed = replace(view(hostpath), policy=TenantPolicy(allowed_volume_types=frozenset({"hostPath"})))
     assert decide(allowed, seen(), T0).status.error is None
+
+
+AUTOSCALER_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("off: the quota is not checked", {"autoscaler__quota": {"maxCores": 1}}, []),
+    (
+        "room for minExecutors: driver 1 + 2 x 2 cores",
+        {"autoscaler": {"mode": "active", "minExecutors": 2, "quota": {"maxCores": 5}}, "executor__cores": 2},
+        [],
+    ),
+    (
+        "no room for minExecutors' cores",
+        {"autoscaler": {"mode": "passive", "minExecutors": 2, "quota": {"maxCores": 4}}, "executor__cores": 2},
+        ["spec.autoscaler.quota.maxCores"],
+    ),
+    (
+        "room for minExecutors' memory: 1g heaps are 1433 MiB pods",
+        {"autoscaler": {"mode": "active", "minExecutors": 1, "quota": {"maxMemory": "2866m"}}},
+        [],
+    ),
+    (
+        "no room for minExecutors' memory",
+        {"autoscaler": {"mode": "active", "minExecutors": 1, "quota": {"maxMemory": "2g"}}},
+        ["spec.autoscaler.quota.maxMemory"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "fields"), AUTOSCALER_CASES, ids=[case[0] for case in AUTOSCALER_CASES])
+def test_autoscaler_quota_leaves_room_for_min_executors(
+    case: str, overrides: dict[str, Any], fields: list[str]
+) -> None:
+    problems = validate_spec(spec(**overrides))
+    assert _fields(problems) == fields, case
+    for problem in problems:
+        assert "minExecutors" in problem.message and "raise" in problem.message

@@ -395,6 +395,163 @@ class StandbySpec(Model):
     ] = True
 
 
+class AutoscalerQuota(Model):
+    """Upper bounds on what the autoscaler may give the app, whatever its load (a namespace's budget)."""
+
+    maxCores: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100000,
+            description="Most cores the app may use: spec.driver.cores plus executors times spec.executor.cores. The "
+            "autoscaler never scales beyond it (it says so: QuotaReached); unset: no bound but maxExecutors.",
+        ),
+    ] = None
+    maxMemory: Annotated[
+        str | None,
+        Field(
+            pattern=MEMORY_PATTERN,
+            description="Most memory the app's pods may request, e.g. 64g: the driver pod plus every executor pod, "
+            "each its heap plus the overhead Headrace adds (40%, at least 384 MiB). The autoscaler never scales "
+            "beyond it; unset: no bound but maxExecutors.",
+        ),
+    ] = None
+
+
+class AutoscalerSpec(Model):
+    """Executors that follow the load: rescaled in place (no restart) from the app's own per-batch signals."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.minExecutors) ? self.minExecutors : 1)"
+                    " <= (has(self.maxExecutors) ? self.maxExecutors : 10)",
+                    "message": "autoscaler.minExecutors must be at most autoscaler.maxExecutors: lower minExecutors "
+                    "or raise maxExecutors",
+                    "fieldPath": ".minExecutors",
+                },
+                {
+                    "rule": "(has(self.targetUtilization) ? self.targetUtilization : 0.7)"
+                    " > (has(self.utilizationBoundary) ? self.utilizationBoundary : 0.2)",
+                    "message": "autoscaler.utilizationBoundary must be below autoscaler.targetUtilization (the band "
+                    "targetUtilization +/- utilizationBoundary must stay above 0): lower the boundary",
+                    "fieldPath": ".utilizationBoundary",
+                },
+            ]
+        }
+    )
+
+    mode: Annotated[
+        Literal["off", "passive", "active"],
+        Field(
+            description="off: executors stay at spec.executor.instances. passive: the autoscaler decides but only "
+            "recommends (status, an Event and a metric say what it would do and why). active: it rescales the "
+            "executors in place through the running driver, between minExecutors and maxExecutors, ignoring "
+            "spec.executor.instances while it runs."
+        ),
+    ] = "off"
+    minExecutors: Annotated[
+        int,
+        Field(ge=1, le=1000, description="Fewest executors the autoscaler scales down to."),
+    ] = 1
+    maxExecutors: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1000,
+            description="Most executors the autoscaler scales up to (also bounded by quota and by what more "
+            "executors can use: the sources' partitions, spec.state.partitions).",
+        ),
+    ] = 10
+    targetUtilization: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=1,
+            description="The share of its capacity the app should be busy with its input: the autoscaler sizes the "
+            "executors so that input rate / processing capacity comes out at this value (the rest is headroom for "
+            "bursts). Capacity is measured from the app's own batches at its current size.",
+        ),
+    ] = 0.7
+    utilizationBoundary: Annotated[
+        float,
+        Field(
+            ge=0,
+            lt=1,
+            description="No action while the utilization stays within targetUtilization +/- this value (the backlog "
+            "to catch up counted in); outside it, the autoscaler computes a new size.",
+        ),
+    ] = 0.2
+    metricsWindow: Annotated[
+        Duration,
+        Field(
+            description="Decisions average the app's batches over this window, and none is taken before it holds "
+            "this much of them at the current size (longer: steadier, slower to follow the load)."
+        ),
+    ] = "3m"
+    stabilizationInterval: Annotated[
+        Duration,
+        Field(
+            description="After the driver starts or the executors change, batches of this long are left out of "
+            "the window (new executors warm up: JIT, connections, caches)."
+        ),
+    ] = "1m"
+    scaleDownDelay: Annotated[
+        Duration,
+        Field(
+            description="A scale-down is taken only once the app has wanted fewer executors for this long without "
+            "a break, to the largest size it wanted meanwhile (load that comes back cancels it)."
+        ),
+    ] = "10m"
+    catchUpDuration: Annotated[
+        Duration,
+        Field(
+            description="Within how long a backlog (Kafka: latest minus committed offsets) should be processed: "
+            "backlog / catchUpDuration is added to the capacity needed, with the input arriving during the "
+            "rescale itself (rescaleTime). 0s: the backlog is not counted."
+        ),
+    ] = "5m"
+    rescaleTime: Annotated[
+        Duration,
+        Field(
+            description="How long a rescale takes until the new executors process (pod start and registration); "
+            "the input arriving meanwhile is counted in the backlog to catch up."
+        ),
+    ] = "30s"
+    maxActionsPerHour: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=60,
+            description="At most this many rescales (and repartitions) in any hour; more are refused "
+            "(RateLimited) until the oldest leaves the hour.",
+        ),
+    ] = 6
+    effectivenessThreshold: Annotated[
+        float,
+        Field(
+            ge=0,
+            le=1,
+            description="A scale-up that raised the processing capacity by less than this share of what it was "
+            "expected to add (while a backlog remained) is ineffective: it is undone and no scale-up beyond the "
+            "earlier size is tried again until the spec changes. 0 turns the detection off.",
+        ),
+    ] = 0.1
+    allowRepartition: Annotated[
+        bool,
+        Field(
+            description="When the executors needed exceed what spec.state.partitions lets them use, active mode may "
+            "change the state partitions itself (a new run through a savepoint and an offline repartition; "
+            "processing pauses). false: it only recommends the partition count (status and Event)."
+        ),
+    ] = False
+    quota: Annotated[
+        AutoscalerQuota,
+        Field(description="Bounds on the app's cores and memory the autoscaler never exceeds."),
+    ] = Field(default_factory=AutoscalerQuota)
+
+
 STREAMING_APP_SPEC_RULES: list[JsonValue] = [
     {
         "rule": "!has(self.upgradeMode) || self.upgradeMode != 'savepoint' || has(self.state.savepointDir)",
@@ -467,6 +624,7 @@ class StreamingAppSpec(Model):
     restoreFrom: Annotated[RestoreFrom | None, change(ChangeKind.IGNORE)] = None
     rollback: Annotated[RollbackPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=RollbackPolicy)
     standby: Annotated[StandbySpec, change(ChangeKind.IGNORE)] = Field(default_factory=StandbySpec)
+    autoscaler: Annotated[AutoscalerSpec, change(ChangeKind.IGNORE)] = Field(default_factory=AutoscalerSpec)
     restartNonce: Annotated[
         int,
         Field(ge=0, description="Change it to restart the driver from the latest checkpoint."),

@@ -17,6 +17,7 @@ from typing import Any
 
 from headrace.api.models import StreamingAppSpec
 from headrace.api.runtime_contract import USER_SETTABLE_ENV
+from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR, pod_memory_mib, spark_memory_mib
 
 # Spark settings the operator sets itself (render/manifests.py and the runtime in the driver):
 # key -> where the user sets it instead. tests/unit/test_validation.py checks that every key the
@@ -478,6 +479,51 @@ def _s3_problems(spec: StreamingAppSpec) -> list[Problem]:
     ]
 
 
+# ----------------------------------------------------------------------------------- autoscaler --
+
+
+def app_cores(spec: StreamingAppSpec, executors: int) -> int:
+    """Cores the app uses with this many executors (the driver's counted in), as spec.autoscaler.quota counts them."""
+    return spec.driver.cores + executors * spec.executor.cores
+
+
+def app_memory_mib(spec: StreamingAppSpec, executors: int) -> int:
+    """MiB the app's pods request with this many executors, as spec.autoscaler.quota counts them."""
+    driver = pod_memory_mib(spec.driver.memory, DRIVER_OVERHEAD_FACTOR)
+    return driver + executors * pod_memory_mib(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)
+
+
+def _autoscaler_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """The quota must leave room for minExecutors (the CRD's rules check the bounds and the band)."""
+    autoscaler = spec.autoscaler
+    if autoscaler.mode == "off":
+        return []
+    problems = []
+    fewest = autoscaler.minExecutors
+    cores, max_cores = app_cores(spec, fewest), autoscaler.quota.maxCores
+    if max_cores is not None and cores > max_cores:
+        problems.append(
+            Problem(
+                "spec.autoscaler.quota.maxCores",
+                f"{max_cores} cores leave no room for spec.autoscaler.minExecutors: the driver's "
+                f"{spec.driver.cores} plus {fewest} x {spec.executor.cores} are {cores}; raise maxCores to at least "
+                f"{cores} or lower minExecutors",
+            )
+        )
+    if autoscaler.quota.maxMemory is not None:
+        memory, max_memory = app_memory_mib(spec, fewest), spark_memory_mib(autoscaler.quota.maxMemory)
+        if memory > max_memory:
+            problems.append(
+                Problem(
+                    "spec.autoscaler.quota.maxMemory",
+                    f"{autoscaler.quota.maxMemory} ({max_memory} MiB) leaves no room for spec.autoscaler.minExecutors: "
+                    f"the driver pod and {fewest} executor pods request {memory} MiB (heap plus overhead); raise "
+                    f"maxMemory to at least {memory}m or lower minExecutors",
+                )
+            )
+    return problems
+
+
 def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY) -> list[Problem]:
     """Everything wrong with a schema-valid spec, in a stable order (empty when it can be applied)."""
     return [
@@ -485,4 +531,5 @@ def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY)
         *_policy_problems(spec, policy),
         *_volume_problems(spec),
         *_s3_problems(spec),
+        *_autoscaler_problems(spec),
     ]

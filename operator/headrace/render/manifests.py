@@ -13,11 +13,11 @@ import yaml
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR, pod_memory
 from headrace.core.standby import guarded
 from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import control_tls, security
 from headrace.render.merge import merge
-from headrace.render.quantities import pod_memory
 
 CONF_DIR = "/opt/headrace/conf"
 SPARK_DEFAULTS = "spark-defaults.conf"
@@ -30,8 +30,6 @@ S3A_PREFIX = "spark.hadoop.fs.s3a."
 AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
-DRIVER_OVERHEAD_FACTOR = 0.4  # the driver also runs the Python interpreter of the user's script
-EXECUTOR_OVERHEAD_FACTOR = 0.4  # and executors run Python workers
 
 
 @dataclass(frozen=True)
