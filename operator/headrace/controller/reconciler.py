@@ -173,7 +173,7 @@ class Reconciler:
         now = self.clock()
         plan = decide(view, observation, now)
         delay = plan.requeue_after
-        if (written := self.recorder.decision(body, view.status, plan.status, now)) is not None:
+        if (written := self.recorder.decision(body, view.status, plan, observation, now)) is not None:
             body, delay = written, _after_status_write(plan)
         for action in plan.actions:
             try:
@@ -190,7 +190,7 @@ class Reconciler:
             "reconciled %s/%s: status %s, actions %s, again in %s",
             namespace,
             name,
-            "written" if plan.status != view.status else "unchanged",
+            "written" if written is not None else "unchanged",
             [type(action).__name__ for action in plan.actions],
             delay,
         )
@@ -213,7 +213,7 @@ class Reconciler:
         logger.warning("creating the driver of %s/%s was refused: %s", metadata["namespace"], metadata["name"], error)
         refusal = Refusal(action.run, action.attempt, error.what, error.message, dry_run=action.check_only)
         plan = decide(view, replace(observation, refused=refusal), now)
-        written = self.recorder.decision(body, view.status, plan.status, now)
+        written = self.recorder.decision(body, view.status, plan, observation, now)
         self._post_events(written or body, plan, now)
         return AGAIN if written is not None else plan.requeue_after
 

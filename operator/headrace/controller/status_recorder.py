@@ -1,9 +1,11 @@
 """The status recorder: the one writer of `.status` of StreamingApps and StreamingSavepoints.
 
 Owns: writing a decision's status (the write-ahead log: before any of its actions) unless it is the one
-recorded, its answer into the cache (write-through), the `after-status:<Kind>/<Step>` failpoints, the
-decision metrics (phase, restarts, transitions), the Degraded condition of an app whose status cannot
-be read (merged in, the rest left as it is), and savepoint outcomes and the message of a deletion that waits.
+recorded or says nothing worth a write (`headrace.core.attempts.worth_recording`: the planner decides what
+the status says, not whether to write it), its answer into the cache (write-through), the
+`after-status:<Kind>/<Step>` failpoints, the decision metrics (phase, restarts, transitions), the Degraded
+condition of an app whose status cannot be read (merged in, the rest left as it is), and savepoint outcomes
+and the message of a deletion that waits.
 A test (tests/unit/controller/test_status_recorder.py) fails when any other module calls the adapter's
 status writes.
 Never: deciding what the status says (`headrace.core`), carrying out other actions.
@@ -19,6 +21,9 @@ from headrace.api.models import StreamingAppStatus
 from headrace.controller import failpoints
 from headrace.controller.cache import Cache
 from headrace.controller.metrics import OperatorMetrics
+from headrace.core.attempts import worth_recording
+from headrace.core.observation import Observation
+from headrace.core.plan import Plan
 
 
 class StatusRecorder:
@@ -30,11 +35,12 @@ class StatusRecorder:
         self.metrics = metrics
 
     def decision(
-        self, body: dict[str, Any], previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
+        self, body: dict[str, Any], previous: StreamingAppStatus, plan: Plan, observation: Observation, now: datetime
     ) -> dict[str, Any] | None:
-        """Record a decision's status `new` (nothing is written when it is `previous`, the recorded one) and its
-        metrics; the app as written, or None when nothing was."""
+        """Record the status of `plan`, decided from `observation` (nothing is written when it says what `previous`,
+        the recorded one, says), and the decision's metrics; the app as written, or None when nothing was."""
         metadata = body["metadata"]
+        new = worth_recording(previous, plan, observation)
         written = None
         if new != previous:
             written = self.kube.replace_app_status(body, new.model_dump(mode="json", exclude_none=True))

@@ -5,8 +5,6 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from headrace.api import names
 from headrace.api.models import Condition, Phase, RunStatus, StartAttempt, StreamingAppSpec, StreamingAppStatus
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
@@ -104,15 +102,17 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
     builder.status.pendingOperation = None
 
 
-def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | None) -> Plan:
-    """`plan` with the recorded status kept (no status write) when all it would write is that the pending start's
-    driver pod exists and waits with nothing to say yet (Pending, no waiting reason, not being deleted): Ready
-    `DriverPending` "driver pod X is Pending" says what the recorded Ready `DriverStarting` "driver X is starting"
-    says, and the StartDriver left pending is harmless (a restarted operator resuming it finds the pod and decides
-    the same). The next change worth writing (the pod waits for a reason, runs or fails) records both: one status
-    write fewer per attempt. A plan with actions or events is never changed (they would be repeated)."""
+def worth_recording(previous: StreamingAppStatus, plan: Plan, observation: Observation) -> StreamingAppStatus:
+    """The status to record for `plan` (the status recorder writes it unless it is `previous`, the recorded one):
+    `previous` when all the plan's status would add is that the pending start's driver pod exists and waits with
+    nothing to say yet (Pending, no waiting reason, not being deleted): Ready `DriverPending` "driver pod X is
+    Pending" says what the recorded Ready `DriverStarting` "driver X is starting" says, and the StartDriver left
+    pending is harmless (a restarted operator resuming it finds the pod and decides the same). The next change worth
+    writing (the pod waits for a reason, runs or fails) records both: one status write fewer per attempt. A plan
+    with actions or events always records its own (they would be repeated)."""
     pending = previous.pendingOperation
     run = previous.run
+    pod = observation.driver(run.number, run.attempt) if run is not None else None
     if (
         plan.actions
         or plan.events
@@ -126,14 +126,14 @@ def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | N
         or pod.waiting is not None
         or pod.deleting
     ):
-        return plan
+        return plan.status
     ready = get_condition(plan.status.conditions, "Ready")
     if ready is None or ready.reason != DRIVER_PENDING:
-        return plan
+        return plan.status
     kept = plan.status.model_copy(update={"pendingOperation": pending, "conditions": previous.conditions})
     if kept != previous or _without_ready(plan.status.conditions) != _without_ready(previous.conditions):
-        return plan
-    return replace(plan, status=previous)
+        return plan.status
+    return previous
 
 
 def after_ran(status: StreamingAppStatus, run: RunStatus) -> bool:

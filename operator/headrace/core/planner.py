@@ -48,7 +48,6 @@ from headrace.core.attempts import (
     continue_start,
     fence_strays,
     next_attempt,
-    settled_quietly,
     start_attempt,
 )
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
@@ -121,7 +120,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
-    return settled_quietly(app.status, builder.plan(), pod)
+    return builder.plan()
 
 
 # ------------------------------------------------------------------------------ spec handling --

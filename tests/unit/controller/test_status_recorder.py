@@ -1,5 +1,6 @@
 """The status recorder is the one writer of `.status` (a test of the source), writes a decision only when its
-status changed, with its answer into the cache, then reaches the write-ahead log's failpoint."""
+status says something the recorded one does not, with its answer into the cache, then reaches the write-ahead
+log's failpoint."""
 
 from __future__ import annotations
 
@@ -60,18 +61,33 @@ def test_a_decision_that_changes_nothing_is_not_written(monkeypatch: pytest.Monk
     kube, _, recording = recorder()
     hits: list[str] = []
     monkeypatch.setattr(failpoints, "hit", hits.append)
-    status = decide(view(), seen(), T0).status
-    assert recording.decision(kube.apps[(NAMESPACE, APP)], status, status, later(1)) is None
+    plan = decide(view(), seen(), T0)
+    assert recording.decision(kube.apps[(NAMESPACE, APP)], plan.status, plan, seen(), later(1)) is None
     assert kube.calls == [] and hits == []
+
+
+def test_a_start_whose_pod_waits_with_nothing_to_say_is_not_written() -> None:
+    """What the planner's status adds (Ready DriverPending "driver pod X is Pending") the recorded one says."""
+    kube, _, recording = recorder()
+    intent = decide(view(), seen(), T0).status
+    created = seen(pod(phase="Pending", created_at=later(1)))
+    quiet = decide(view(status=intent), created, later(1))
+    assert quiet.status != intent
+    assert recording.decision(kube.apps[(NAMESPACE, APP)], intent, quiet, created, later(1)) is None
+    assert kube.calls == []
+    waiting = seen(pod(phase="Pending", created_at=later(1), waiting="ContainerCreating"))
+    said = decide(view(status=intent), waiting, later(2))
+    assert recording.decision(kube.apps[(NAMESPACE, APP)], intent, said, waiting, later(2)) is not None
+    assert kube.calls == [("replace_app_status", APP)]
 
 
 def test_a_decision_is_written_then_its_log_entry_reaches_the_failpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     kube, _, recording = recorder()
     hits: list[str] = []
     monkeypatch.setattr(failpoints, "hit", lambda name: hits.append(f"{name} after {len(kube.calls)} write(s)"))
-    new = decide(view(), seen(), T0).status  # run 1's first attempt: StartDriver/CreateDriver
-    written = recording.decision(kube.apps[(NAMESPACE, APP)], StreamingAppStatus(), new, T0)
-    assert written is not None and StreamingAppStatus.model_validate(written["status"]) == new
+    plan = decide(view(), seen(), T0)  # run 1's first attempt: StartDriver/CreateDriver
+    written = recording.decision(kube.apps[(NAMESPACE, APP)], StreamingAppStatus(), plan, seen(), T0)
+    assert written is not None and StreamingAppStatus.model_validate(written["status"]) == plan.status
     assert kube.calls == [("replace_app_status", APP)]
     assert hits == ["after-status:StartDriver/CreateDriver after 1 write(s)"]
 
@@ -81,7 +97,7 @@ def test_a_decision_without_a_pending_operation_reaches_no_failpoint(monkeypatch
     hits: list[str] = []
     monkeypatch.setattr(failpoints, "hit", hits.append)
     started = decide(view(), seen(), T0).status
-    running = decide(view(status=started), seen(pod()), later(1)).status
-    assert running.pendingOperation is None
-    assert recording.decision(kube.apps[(NAMESPACE, APP)], started, running, later(1)) is not None
+    running = decide(view(status=started), seen(pod()), later(1))
+    assert running.status.pendingOperation is None
+    assert recording.decision(kube.apps[(NAMESPACE, APP)], started, running, seen(pod()), later(1)) is not None
     assert hits == []
