@@ -27,6 +27,7 @@ from typing import Literal
 
 from headrace.api.models import StreamingAppSpec
 from headrace.core.durations import parse_duration
+from headrace.core.observation import BatchTotals, DriverProgress
 from headrace.core.quantities import spark_memory_mib
 from headrace.core.validation import app_cores, app_memory_mib
 
@@ -50,6 +51,44 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """The driver's cumulative batch counters at one status call (`DriverProgress`), the source of samples."""
+
+    at: datetime
+    totals: BatchTotals
+    backlog: float | None
+    executors: int
+    executors_since: datetime | None  # since when that many are registered
+
+
+def reading(progress: DriverProgress, at: datetime) -> Reading | None:
+    """A reading of a driver's answer at `at`; None when it lacks the counters (a runtime from before them)."""
+    if progress.totals is None or progress.registered_executors is None:
+        return None
+    return Reading(
+        at, progress.totals, progress.source_backlog, progress.registered_executors, progress.executors_since
+    )
+
+
+def sample_between(before: Reading, after: Reading) -> Sample | None:
+    """What the app did between two readings; None when they do not measure one size of one driver (the counters
+    went back: a new driver; the executors changed in between)."""
+    earlier, later = before.totals, after.totals
+    if after.at <= before.at or later.batches < earlier.batches or later.input_rows < earlier.input_rows:
+        return None
+    if after.executors != before.executors or (after.executors_since or after.at) > before.at:
+        return None
+    return Sample(
+        at=after.at,
+        seconds=(after.at - before.at).total_seconds(),
+        input_rows=later.input_rows - earlier.input_rows,
+        busy_seconds=max(0.0, later.busy_seconds - earlier.busy_seconds),
+        backlog=after.backlog,
+        executors=after.executors,
+    )
+
+
+@dataclass(frozen=True)
 class Signals:
     """What the caller observed of the running app, besides its samples."""
 
@@ -60,6 +99,7 @@ class Signals:
     transition: bool = False  # an upgrade, restart, savepoint or other operation is underway
     source_partitions: int | None = None  # most partitions of a query's sources (Kafka), if known
     stateful: bool = False  # a query keeps state: spec.state.partitions bounds its parallelism
+    back_to_back: bool = False  # a query has no processing-time trigger: its batches run back to back
 
 
 @dataclass(frozen=True)
@@ -228,6 +268,12 @@ def _not_yet(situation: _Situation, memory: AutoscalerMemory) -> tuple[Decision,
         return situation.hold("Off", "spec.autoscaler.mode is off"), memory
     if signals.transition:
         return situation.hold("TransitionInProgress", "no decision while an operation runs"), memory
+    if signals.back_to_back:
+        message = (
+            "a query runs its batches back to back (no processing-time trigger), so its busy time says nothing of "
+            "its headroom: give every query a processing-time trigger"
+        )
+        return situation.hold("BackToBackBatches", message), memory
     if signals.requested_executors != current:
         message = f"{current} executors registered of {signals.requested_executors} requested"
         return situation.hold("ExecutorsChanging", message), replace(memory, size_since=now)

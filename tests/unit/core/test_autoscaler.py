@@ -9,7 +9,19 @@ from typing import Any
 
 import pytest
 
-from headrace.core.autoscaler import AutoscalerMemory, Decision, Sample, Signals, decide, limits, window_stats
+from headrace.core.autoscaler import (
+    AutoscalerMemory,
+    Decision,
+    Reading,
+    Sample,
+    Signals,
+    decide,
+    limits,
+    reading,
+    sample_between,
+    window_stats,
+)
+from headrace.core.observation import BatchTotals, DriverProgress
 from tests.unit.builders import T0, spec
 
 START = T0 - timedelta(hours=1)  # the driver started long before: only the window matters
@@ -236,6 +248,7 @@ CASES: list[tuple[str, Any, Signals, AutoscalerMemory, str, int]] = [
     ),
     ("stuck: a backlog and no rows", autoscaled(), signals(load(0, 0, backlog=500)), SETTLED, "NoThroughput", 2),
     ("passive mode recommends", autoscaled(mode="passive"), signals(OVER), SETTLED, "ScaleUp", 8),
+    ("batches back to back", autoscaled(), signals(OVER, back_to_back=True), SETTLED, "BackToBackBatches", 2),
 ]
 
 
@@ -342,6 +355,7 @@ class SimulatedApp:
     clock: float = 0.0  # seconds since T0
     requested: int = 0
     registers_at: float | None = None
+    executors_since: float = 0.0
     samples: list[Sample] = field(default_factory=list)
     last_end: float = 0.0
 
@@ -357,6 +371,7 @@ class SimulatedApp:
         while self.clock < until:
             if self.registers_at is not None and self.clock >= self.registers_at:
                 self.executors, self.registers_at = self.requested, None
+                self.executors_since = self.clock
             start = self.clock
             rows = self.backlog
             duration = self.overhead + rows / (self.per_executor * min(self.executors, self.partitions))
@@ -399,24 +414,42 @@ class Action:
     executors: int
 
 
+def app_reading(app: SimulatedApp, now: datetime) -> Reading:
+    """What the runtime's status document would say at `now`: its batch totals so far."""
+    totals = BatchTotals(
+        batches=len(app.samples),
+        input_rows=sum(sample.input_rows for sample in app.samples),
+        busy_seconds=sum(sample.busy_seconds for sample in app.samples),
+    )
+    return Reading(now, totals, app.backlog, app.executors, T0 + timedelta(seconds=app.executors_since))
+
+
 def simulate(
-    phases: list[tuple[float, float]], minutes: float, executors: int, **autoscaler: Any
+    phases: list[tuple[float, float]], minutes: float, executors: int, sampling: str = "batches", **autoscaler: Any
 ) -> tuple[list[Action], list[tuple[float, float, int]]]:
-    """Poll the app every 15 s like the operator: decide, and rescale when told. Returns the actions and
-    (minute, backlog, executors) at every poll."""
+    """Poll the app like the operator: decide, and rescale when told. Samples are the app's batches (polls every
+    15 s), or the differences of its batch totals between two polls (every 30 s, as the operator reads them).
+    Returns the actions and (minute, backlog, executors) at every poll."""
     app_spec = spec(autoscaler={"mode": "active", **autoscaler}, state={"checkpointDir": "s3a://b/c", "partitions": 8})
     app, arrived = SimulatedApp(executors), piecewise(phases)
     app.backlog = arrived(0, 0)
     memory, actions, trace = AutoscalerMemory(), [], []
-    poll = 0.0
+    poll, interval = 0.0, 15.0 if sampling == "batches" else 30.0
+    previous: Reading | None = None
+    polled: list[Sample] = []
     while poll < minutes * 60:
-        poll += 15.0
+        poll += interval
         app.run_until(poll, arrived)
         now = T0 + timedelta(seconds=poll)
+        current = app_reading(app, now)
+        if previous is not None and (sample := sample_between(previous, current)) is not None:
+            polled.append(sample)
+        previous = current
+        samples = app.samples if sampling == "batches" else polled
         observed = Signals(
             executors=app.executors,
             requested_executors=app.requested,
-            samples=[sample for sample in app.samples if sample.at > now - timedelta(minutes=10)],
+            samples=[sample for sample in samples if sample.at > now - timedelta(minutes=10)],
             driver_started_at=T0,
             stateful=True,
         )
@@ -428,37 +461,83 @@ def simulate(
     return actions, trace
 
 
-def test_steady_load_never_rescales() -> None:
+SAMPLINGS = ["batches", "polls"]
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_steady_load_never_rescales(sampling: str) -> None:
     """Two hours at a load the app's size handles within the band (busy 3.5 s of every 5 s): no rescale."""
-    actions, _ = simulate([(0, 1000)], minutes=120, executors=2)
+    actions, _ = simulate([(0, 1000)], minutes=120, executors=2, sampling=sampling)
     assert actions == []
 
 
-def test_steady_load_with_bursts_never_rescales() -> None:
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_steady_load_with_bursts_never_rescales(sampling: str) -> None:
     """A load swinging +-15% every minute stays within the band: no rescale."""
     phases = [(minute, 1000 * (1.15 if minute % 2 else 0.85)) for minute in range(120)]
-    actions, _ = simulate(phases, minutes=120, executors=2)
+    actions, _ = simulate(phases, minutes=120, executors=2, sampling=sampling)
     assert actions == []
 
 
-def test_a_ramp_scales_up_absorbs_the_backlog_holds_and_scales_down_after_the_delay() -> None:
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_a_ramp_scales_up_absorbs_the_backlog_holds_and_scales_down_after_the_delay(sampling: str) -> None:
     """Steady 1000 rows/s, a 4x step at minute 20, steady 4000 until minute 50, back to 1000 until minute 110."""
-    actions, trace = simulate([(0, 1000), (20, 4000), (50, 1000)], minutes=110, executors=2)
+    actions, trace = simulate([(0, 1000), (20, 4000), (50, 1000)], minutes=110, executors=2, sampling=sampling)
     before = [action for action in actions if action.minute < 20]
     assert before == [], "no rescale under the first steady load"
     up = [action for action in actions if 20 <= action.minute < 50 and action.reason == "ScaleUp"]
     assert up, actions
-    assert up[0].minute < 26, "the step is followed within the window and stabilization"
-    assert up[0].executors >= 4, "sized for the step at once (the input rate of the window's last third)"
-    absorbed = [minute for minute, backlog, _ in trace if 20 < minute < 50 and backlog < 4000 * 5]
-    assert absorbed and absorbed[0] < 32, "the backlog is absorbed within the catch-up duration of the scale-up"
-    peak = max(backlog for minute, backlog, _ in trace if 20 < minute < 50)
+    assert up[0].minute < 22, "the step is followed at once (the input rate of the window's last third)"
+    assert up[0].executors >= 4, "and sized for it"
+    peak, peaked = max((backlog, minute) for minute, backlog, _ in trace if 20 < minute < 50)
+    # one trigger's arrivals (5 s x 4000 rows/s) wait between two batches: that is no backlog
+    absorbed = [minute for minute, backlog, _ in trace if peaked < minute < 50 and backlog <= 4000 * 5]
+    # sized on the step's first half minute, the first scale-up may fall short; a second follows once its window
+    # fills (stabilization 1m + window 3m): batches 2 -> 5 -> 7 executors, absorbed at 26.5; polls 2 -> 8, at 22.5
+    assert absorbed and absorbed[0] < 28, "the backlog is absorbed within 8 minutes of the step"
     settled = [action for action in actions if 35 <= action.minute < 50]
     assert settled == [], f"no flapping under the steady 4x load: {settled} (peak backlog {peak:.0f})"
     down = [action for action in actions if action.minute >= 50]
     assert down and all(action.reason == "ScaleDown" for action in down), down
     assert down[0].minute >= 50 + 10, "scale-down only after scaleDownDelay"
     assert trace[-1][2] <= 3, "back near the initial size"
-    assert all(backlog < 4000 * 5 for minute, backlog, _ in trace if minute > 55), "no backlog after scaling down"
+    assert all(backlog <= 4000 * 5 for minute, backlog, _ in trace if minute > 55), "no backlog after scaling down"
     per_hour = [action for action in actions if action.minute < 60]
     assert len(per_hour) <= 6
+
+
+# ------------------------------------------------------------------------- readings and samples --
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def reading_at(
+    seconds: float, batches: int, rows: int, busy: float, *, executors: int = 2, since: float = -600
+) -> Reading:
+    return Reading(at(seconds), BatchTotals(batches, rows, busy), 50.0, executors, at(since))
+
+
+def test_a_sample_is_the_difference_of_two_readings() -> None:
+    sample = sample_between(reading_at(0, 10, 5000, 12.0), reading_at(30, 16, 8000, 20.5))
+    assert sample == Sample(at=at(30), seconds=30.0, input_rows=3000, busy_seconds=8.5, backlog=50.0, executors=2)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (reading_at(0, 10, 5000, 12.0), reading_at(30, 2, 800, 2.0)),  # a new driver: its counters start over
+        (reading_at(0, 10, 5000, 12.0), reading_at(30, 16, 8000, 20.5, executors=3, since=20)),  # rescaled between
+        (reading_at(0, 10, 5000, 12.0, executors=3), reading_at(30, 16, 8000, 20.5, executors=3, since=10)),
+        (reading_at(30, 10, 5000, 12.0), reading_at(30, 10, 5000, 12.0)),  # the same call twice
+    ],
+)
+def test_no_sample_across_a_new_driver_or_size(before: Reading, after: Reading) -> None:
+    assert sample_between(before, after) is None
+
+
+def test_a_reading_needs_the_runtimes_counters() -> None:
+    progress = DriverProgress(registered_executors=2, source_backlog=7.0, totals=BatchTotals(1, 2, 3.0))
+    assert reading(progress, NOW) == Reading(NOW, BatchTotals(1, 2, 3.0), 7.0, 2, None)
+    assert reading(replace(progress, totals=None), NOW) is None
