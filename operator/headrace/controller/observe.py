@@ -73,7 +73,7 @@ def serves_control_tls(pod: dict[str, Any]) -> bool:
     return any(volume.get("name") == names.CONTROL_TLS_VOLUME for volume in spec.get("volumes") or [])
 
 
-def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
+def read_driver_pod(pod: dict[str, Any]) -> DriverPod | None:
     """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
     metadata = pod.get("metadata", {})
     labels = metadata.get("labels") or {}
@@ -127,7 +127,7 @@ def _waiting(status: dict[str, Any]) -> str | None:
     return None
 
 
-def savepoint_resource(body: dict[str, Any]) -> SavepointResource:
+def read_savepoint_resource(body: dict[str, Any]) -> SavepointResource:
     """One StreamingSavepoint as the planner sees it."""
     metadata, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
     phase_text = status.get("phase")
@@ -261,10 +261,10 @@ def observe(
     prewarmed_status: contract.StatusDocument | None = None,
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
-    drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
+    drivers = tuple(pod for pod in (read_driver_pod(item) for item in pods) if pod is not None)
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
-        savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
+        savepoints=tuple(read_savepoint_resource(item) for item in savepoints or []),
         progress=driver_progress(driver_status) if driver_status else None,
         unanswered=unanswered,
         savepoints_in_flight=savepoints_in_flight,

@@ -54,7 +54,7 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
-from headrace.core.planner import AppView, decide, spec_hash
+from headrace.core.planner import AppView, decide
 from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import control_tls, manifests
@@ -156,7 +156,7 @@ class Reconciler:
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
-            unreadable.hold(self.kube, self.recorder, body, view, self.clock())
+            unreadable.hold_app(self.kube, self.recorder, body, view, self.clock())
             return None
         pods = self.cache.pods(namespace, name)
         driver_status, unanswered = self._driver_answer(body, pods)
@@ -414,21 +414,12 @@ class Reconciler:
 
     def _ensure_driver(self, body: dict[str, Any], action: EnsureDriver) -> None:
         metadata = body["metadata"]
-        attempt = manifests.Attempt(
+        attempt = manifests.Attempt.of(
+            action,
             app=metadata["name"],
             namespace=metadata["namespace"],
             app_uid=metadata["uid"],
-            run=action.run,
-            attempt=action.attempt,
-            spec=action.spec,
-            spec_hash=spec_hash(action.spec),
-            checkpoint_dir=action.checkpoint_dir,
-            restore_from=action.restore_from,
-            allow_repartition=action.allow_repartition,
-            expected_commits=action.expected_commits,
             operator_namespace=self.operator_namespace,
-            standby=action.standby,
-            compare_checkpoint=action.compare_checkpoint,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

@@ -50,7 +50,7 @@ class StatusRecorder:
         self.metrics.record_decision((metadata["namespace"], metadata["name"]), previous, new, now)
         return written
 
-    def hold(self, body: dict[str, Any], conditions: list[dict[str, Any]]) -> None:
+    def unreadable_conditions(self, body: dict[str, Any], conditions: list[dict[str, Any]]) -> None:
         """Merge `conditions` into an app whose status cannot be read (a full write would drop what this version
         does not know)."""
         metadata = body["metadata"]

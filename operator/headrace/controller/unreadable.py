@@ -19,11 +19,11 @@ from headrace.core.planner import AppView
 logger = logging.getLogger(__name__)
 
 
-def hold(kube: KubeClient, recorder: StatusRecorder, body: dict[str, Any], view: AppView, now: datetime) -> None:
+def hold_app(kube: KubeClient, recorder: StatusRecorder, body: dict[str, Any], view: AppView, now: datetime) -> None:
     """Say why nothing happens for this app; touch nothing else."""
     held = unreadable.hold((body.get("status") or {}).get("conditions"), view.status_problems, view.generation, now)
     metadata = body["metadata"]
     logger.warning("holding %s/%s: %s", metadata["namespace"], metadata["name"], held.conditions[-1]["message"])
-    recorder.hold(body, held.conditions)
+    recorder.unreadable_conditions(body, held.conditions)
     if held.event is not None:
         kube.post_event(body, type_=held.event.type, reason=held.event.reason, message=held.event.message, now=now)

@@ -36,6 +36,7 @@ from headrace.api.models import (
 from headrace.api.vocabulary import SavepointOperationKind
 from headrace.core.attempts import next_attempt, start_attempt
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
+from headrace.core.changes import savepoint_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import (
@@ -288,7 +289,7 @@ def requested(
         if resource.phase is None and resource.import_path is None and not resource.operator_made:
             return resource.reason, resource.name
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
-    if running_spec is not None and running_spec.savepoints.triggerNonce != spec.savepoints.triggerNonce:
+    if running_spec is not None and savepoint_requested(running_spec, spec):
         return "manual", None
     if spec.savepoints.periodic and spec.state.savepointDir:
         last = builder.status.latestSavepoint
