@@ -15,9 +15,9 @@ from headrace.controller.observe import driver_progress
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import DeletePod, EnsureDriver, SetSavepointStatus, TakeSavepoint
 from headrace.core.savepoints import INTERRUPTED, SETTLE_POLL_SECONDS, SILENT_DRIVER_GRACE_SECONDS
+from tests.unit.core.test_planner import running_app, step
 
 from .builders import READY, later, pod, seen, spec
-from .test_planner import running_app, step
 
 UPGRADED = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
 STOPPING = DriverProgress(savepointing=True)

@@ -12,8 +12,7 @@ from headrace.core.observation import Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
 from headrace.core.planner import decide
 from headrace.core.timefmt import format_time
-
-from .builders import READY, T0, later, pod, seen, spec, view
+from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
 
 def step(status: StreamingAppStatus | None, observation=None, now=T0, app_spec=None, generation=1) -> Plan:

@@ -16,8 +16,7 @@ from headrace.core.observation import DriverPod, DriverProgress, Observation, Sa
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, PromoteDriver, TakeSavepoint
 from headrace.core.planner import decide
 from headrace.core.transitions import step
-
-from .builders import T0, later, pod, seen, spec, view
+from tests.unit.builders import T0, later, pod, seen, spec, view
 
 OLD = spec(upgradeMode="savepoint", standby__prewarmUpgrades=True)
 NEW = spec(upgradeMode="savepoint", standby__prewarmUpgrades=True, image="localhost/headrace/spark:0.2.0")
