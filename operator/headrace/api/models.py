@@ -43,6 +43,7 @@ def change(kind: ChangeKind) -> Any:
 DURATION_PATTERN = r"^([0-9]+(ms|s|m|h|d))+$"
 MEMORY_PATTERN = r"^[0-9]+[kKmMgGtT]?$"
 URI_PATTERN = r"^[a-zA-Z][a-zA-Z0-9+.-]*://.+$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, examples=["30s", "5m", "1h30m"])]
 
 
@@ -79,7 +80,69 @@ class Application(Model):
     )
 
 
-class DriverSpec(Model):
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, examples=["10Gi", "1", "500m"])]
+
+
+class Toleration(Model):
+    """A core/v1 Toleration: lets the pod schedule onto nodes with a matching taint."""
+
+    key: Annotated[str | None, Field(description="The taint key; empty with operator Exists matches every taint.")] = (
+        None
+    )
+    operator: Annotated[Literal["Exists", "Equal"], Field(description="Exists or Equal (to `value`).")] = "Equal"
+    value: Annotated[str | None, Field(description="The taint value for operator Equal.")] = None
+    effect: Annotated[
+        Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None,
+        Field(description="The taint effect to match; unset matches every effect."),
+    ] = None
+    tolerationSeconds: Annotated[
+        int | None, Field(description="With effect NoExecute: how long the pod stays bound after the taint appears.")
+    ] = None
+
+
+class PodScheduling(Model):
+    """Typed scheduling and resources of one kind of pod (driver or executors). Rendered into the pod; a
+    podTemplate still merges over it, the typed fields winning on conflict."""
+
+    memoryOverhead: Annotated[
+        str | None,
+        Field(
+            pattern=MEMORY_PATTERN,
+            description="Non-heap memory of the container (Python, off-heap, RocksDB), e.g. 1g; the pod's memory "
+            "request and limit are memory + memoryOverhead. Unset: 40% of memory, at least 384m.",
+        ),
+    ] = None
+    ephemeralStorage: Annotated[
+        Quantity | None,
+        Field(
+            description="Local disk of the pod (its scratch directory holds Spark's shuffle and spill files), as "
+            "a Kubernetes quantity (e.g. 20Gi), requested and set as the limit."
+        ),
+    ] = None
+    extendedResources: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description='Extended resources of the container, e.g. {nvidia.com/gpu: "1"}: requested and set as the '
+        "limit (Kubernetes requires both equal). cpu, memory and ephemeral-storage have their own fields.",
+    )
+    nodeSelector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the pod requires (core/v1 PodSpec.nodeSelector)."
+    )
+    tolerations: list[Toleration] = Field(default_factory=list, description="Taints the pod tolerates.")
+    affinity: FreeForm | None = Field(
+        default=None, description="Node and pod (anti-)affinity, a core/v1 Affinity object (PodSpec.affinity)."
+    )
+    topologySpreadConstraints: list[FreeForm] = Field(
+        default_factory=list,
+        description="core/v1 TopologySpreadConstraint objects: how the pods spread over zones or nodes (the "
+        "labelSelector usually names headrace.dev/app and headrace.dev/role).",
+    )
+    priorityClassName: Annotated[
+        str | None, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="The pod's PriorityClass.")
+    ] = None
+
+
+class DriverSpec(PodScheduling):
     """Resources and pod customisation of the driver pod."""
 
     cores: Annotated[int, Field(ge=1, le=64, description="Spark driver cores.")] = 1
@@ -94,7 +157,7 @@ class DriverSpec(Model):
     )
 
 
-class ExecutorSpec(Model):
+class ExecutorSpec(PodScheduling):
     """Spark executors: the task slots of the job (Flink's TaskManagers)."""
 
     instances: Annotated[
@@ -113,7 +176,6 @@ class ExecutorSpec(Model):
     )
 
 
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]{1,253}$"
 
 
@@ -138,6 +200,38 @@ class S3CredentialsSecret(Model):
     ] = "secretAccessKey"
 
 
+CredentialsMode = Literal["secret", "webIdentity", "default"]
+
+
+class WebIdentity(Model):
+    """A role assumed with the pod's own ServiceAccount token (STS AssumeRoleWithWebIdentity). The operator projects
+    a token for `audience` into driver and executors and points the AWS SDK at it (AWS_ROLE_ARN,
+    AWS_WEB_IDENTITY_TOKEN_FILE); the role's trust policy must accept the cluster's ServiceAccount issuer and the
+    pods' ServiceAccounts as subjects."""
+
+    roleArn: Annotated[
+        str,
+        Field(
+            pattern=r"^arn:[a-z0-9-]+:iam::[^:\s]*:role/\S+$",
+            description="The role to assume, e.g. arn:aws:iam::123456789012:role/clicks.",
+        ),
+    ]
+    audience: Annotated[
+        str, Field(min_length=1, max_length=256, description="Audience of the projected token (the STS's client id).")
+    ] = "sts.amazonaws.com"
+    expirationSeconds: Annotated[
+        int, Field(ge=600, le=86400, description="Lifetime of the projected token; the kubelet renews it at 80%.")
+    ] = 3600
+    stsEndpoint: Annotated[
+        str | None,
+        Field(
+            pattern=r"^https?://[^\s/]+(/.*)?$",
+            description="STS endpoint URL (AWS_ENDPOINT_URL_STS), for an STS other than AWS's regional one "
+            "(e.g. MinIO's). Unset: AWS STS of spec.state.s3.region.",
+        ),
+    ] = None
+
+
 class S3Spec(Model):
     """The S3-compatible object store behind s3a:// checkpoint and savepoint URIs (MinIO, Ceph, AWS S3...)."""
 
@@ -158,10 +252,33 @@ class S3Spec(Model):
             "other than AWS need true)."
         ),
     ] = False
+    credentialsMode: Annotated[
+        CredentialsMode | None,
+        Field(
+            description="How driver and executors get credentials for this store. secret: the access key pair of "
+            "credentialsSecret. webIdentity: the pod's ServiceAccount token, projected by the operator and exchanged "
+            "through STS AssumeRoleWithWebIdentity for the role in `webIdentity` (IRSA without its webhook, or any "
+            "OpenID-federated STS). default: the AWS SDK's default chain (environment, a web identity a platform "
+            "webhook injected, EKS Pod Identity, the instance role). Unset: secret when credentialsSecret is set, "
+            "webIdentity when webIdentity is, otherwise the S3A connector's own chain."
+        ),
+    ] = None
     credentialsSecret: Annotated[
         S3CredentialsSecret | None,
-        Field(description="Secret with the access key pair; unset: the connector's default chain (e.g. IAM roles)."),
+        Field(description="Secret with the access key pair (credentialsMode secret)."),
     ] = None
+    webIdentity: Annotated[
+        WebIdentity | None,
+        Field(description="The role and token of credentialsMode webIdentity."),
+    ] = None
+
+    def credentials(self) -> CredentialsMode | None:
+        """credentialsMode, or what the blocks set imply when it is unset (None: the S3A connector's own chain)."""
+        if self.credentialsMode is not None:
+            return self.credentialsMode
+        if self.credentialsSecret is not None:
+            return "secret"
+        return "webIdentity" if self.webIdentity is not None else None
 
 
 class StateSpec(Model):
@@ -304,6 +421,18 @@ class RestartPolicy(Model):
         ),
         change(ChangeKind.IGNORE),
     ] = None
+    startupFailureThreshold: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1000,
+            description="Attempts in a row that fail before their first committed batch after which the app "
+            "reports Degraded StartupFailing with the last error (restarts go on with the backoff). A failure no "
+            "restart can heal (a Python SyntaxError or ImportError, a usage error, a Spark setting Spark refuses) "
+            "reports it at the first such failure.",
+        ),
+        change(ChangeKind.IGNORE),
+    ] = 3
 
 
 class SavepointPolicy(Model):
@@ -395,6 +524,35 @@ class StandbySpec(Model):
     ] = True
 
 
+class LocalObjectReference(Model):
+    """A reference to an object of the app's namespace by name."""
+
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the object.")]
+
+
+class ServiceAccountSpec(Model):
+    """Who driver and executors are to the cluster and to the cloud (workload identity, docs/cloud.md)."""
+
+    name: Annotated[
+        str | None,
+        Field(
+            pattern=DNS_SUBDOMAIN_PATTERN,
+            description="Run driver and executors under this existing ServiceAccount of the app's namespace instead "
+            "of the two Headrace creates. The operator binds it to the driver's Role; executor pods never mount an "
+            "API token, so they get none of its rights. A cluster admin allows it (tenantPolicy.serviceAccounts).",
+        ),
+    ] = None
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="Annotations of the ServiceAccounts Headrace creates, the driver's (<app>-spark) and the "
+        "executors' (<app>-executor): e.g. eks.amazonaws.com/role-arn (IRSA), iam.gke.io/gcp-service-account "
+        "(GKE Workload Identity), azure.workload.identity/client-id (AKS Workload Identity).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of the ServiceAccounts Headrace creates (keys of its own refused)."
+    )
+
+
 class AutoscalerQuota(Model):
     """Upper bounds on what the autoscaler may give the app, whatever its load (a namespace's budget)."""
 
@@ -412,7 +570,7 @@ class AutoscalerQuota(Model):
         Field(
             pattern=MEMORY_PATTERN,
             description="Most memory the app's pods may request, e.g. 64g: the driver pod plus every executor pod, "
-            "each its heap plus the overhead Headrace adds (40%, at least 384 MiB). The autoscaler never scales "
+            "each its memory plus its memoryOverhead (as the pods request it). The autoscaler never scales "
             "beyond it; unset: no bound but maxExecutors.",
         ),
     ] = None
@@ -632,8 +790,25 @@ class StreamingAppSpec(Model):
     ] = 0
     serviceAccountName: Annotated[
         str | None,
-        Field(description="Use this ServiceAccount for driver and executors instead of the one Headrace creates."),
+        Field(
+            pattern=DNS_SUBDOMAIN_PATTERN,
+            description="Run driver and executors under this existing ServiceAccount instead of the ones Headrace "
+            "creates (the same as serviceAccount.name).",
+        ),
     ] = None
+    serviceAccount: Annotated[
+        ServiceAccountSpec,
+        Field(description="The pods' identity: your own ServiceAccount, or metadata for the ones Headrace creates."),
+    ] = Field(default_factory=ServiceAccountSpec)
+    imagePullSecrets: list[LocalObjectReference] = Field(
+        default_factory=list,
+        description="Secrets of the app's namespace for pulling `image` from a private registry, as [{name: ...}]: "
+        "set on the driver pod and, through Spark, on every executor pod.",
+    )
+
+    def own_service_account(self) -> str | None:
+        """The user's ServiceAccount for driver and executors (serviceAccount.name or serviceAccountName), if any."""
+        return self.serviceAccount.name or self.serviceAccountName
 
 
 # ------------------------------------------------------------------------------------- status --
@@ -687,6 +862,11 @@ class RestartStatus(Model):
     lastFailureReason: str | None = None
     lastFailureMessage: str | None = None
     nextRetryAt: str | None = None
+    startupFailures: int = Field(
+        default=0,
+        description="Attempts in a row that failed before their first committed batch (0 once an attempt commits, or "
+        "runs for restartPolicy.healthyAfter).",
+    )
 
 
 SavepointReason = Literal["manual", "periodic", "upgrade", "suspend", "import"]

@@ -175,11 +175,10 @@ def window_stats(samples: Sequence[Sample]) -> WindowStats:
 
 @dataclass(frozen=True)
 class Limits:
-    """The most executors the spec allows and more executors can use, each with its reason."""
+    """The most executors the spec allows and more executors can use: the tightest bound and its reason."""
 
-    ceiling: int  # min over all of them
+    ceiling: int
     reason: str
-    useful: int | None  # what more executors can use (None: unbounded)
 
 
 def limits(spec: StreamingAppSpec, signals: Signals) -> Limits:
@@ -192,15 +191,12 @@ def limits(spec: StreamingAppSpec, signals: Signals) -> Limits:
     if autoscaler.quota.maxMemory is not None:
         room = spark_memory_mib(autoscaler.quota.maxMemory) - app_memory_mib(spec, 0)
         bounds.append((room // (app_memory_mib(spec, 1) - app_memory_mib(spec, 0)), "QuotaReached"))
-    useful = None
     if signals.stateful:
-        useful = math.ceil(spec.state.partitions / per_executor)
-        bounds.append((useful, "StatePartitions"))
+        bounds.append((math.ceil(spec.state.partitions / per_executor), "StatePartitions"))
     elif signals.source_partitions:
-        useful = math.ceil(signals.source_partitions / per_executor)
-        bounds.append((useful, "SourcePartitions"))
+        bounds.append((math.ceil(signals.source_partitions / per_executor), "SourcePartitions"))
     ceiling, reason = min(bounds, key=lambda bound: bound[0])
-    return Limits(max(ceiling, 0), reason, useful)
+    return Limits(max(ceiling, 0), reason)
 
 
 def _hold(
@@ -305,7 +301,8 @@ def _decide_on(
         situation,
         utilization=utilization,
         described=f"utilization {utilization:.2f} (input {stats.input_rate:.0f} rows/s, backlog "
-        f"{stats.backlog:.0f}, capacity {stats.capacity:.0f} rows/s at {current} executors)",
+        f"{stats.backlog:.0f}, capacity {stats.capacity:.0f} rows/s at {current} executors, in batches "
+        f"{stats.busy:.0%} of the time)",
     )
     if lower <= utilization <= upper:
         band = f"{situation.described} within {lower:.2f}..{upper:.2f}"
@@ -398,10 +395,11 @@ def _scale_down(situation: _Situation, memory: AutoscalerMemory, needed: int) ->
 def _act(
     situation: _Situation, decision: Decision, before: AutoscalerMemory, after: AutoscalerMemory
 ) -> tuple[Decision, AutoscalerMemory]:
-    """An action, unless maxActionsPerHour were taken within the hour. Passive mode remembers none (it only
-    recommends, so the same load keeps the same recommendation); active mode remembers it and measures afresh."""
+    """An action, unless maxActionsPerHour were taken within the hour. What is only recommended (passive mode; a
+    repartition without allowRepartition) is not remembered, so the same load keeps the same recommendation; an
+    action taken is remembered, and the window measured afresh."""
     config, now = situation.spec.autoscaler, situation.now
-    if config.mode != "active":
+    if config.mode != "active" or (decision.action == "repartition" and not config.allowRepartition):
         return decision, before
     if len(after.action_times) >= config.maxActionsPerHour:
         wait = (min(after.action_times) + HOUR - now).total_seconds()

@@ -20,12 +20,15 @@ def spark_memory_mib(text: str) -> int:
     return max(1, int(number * _UNIT_MIB[unit]))
 
 
-def pod_memory_mib(text: str, overhead_factor: float) -> int:
-    """MiB a pod whose JVM heap is `text` requests (heap plus overhead, like Spark)."""
+def pod_memory_mib(text: str, overhead_factor: float, overhead: str | None = None) -> int:
+    """MiB a pod whose JVM heap is `text` requests: heap plus `overhead` (a spec's memoryOverhead) or, unset,
+    `overhead_factor` of the heap, at least MIN_OVERHEAD_MIB (like Spark)."""
     heap = spark_memory_mib(text)
+    if overhead is not None:
+        return heap + spark_memory_mib(overhead)
     return heap + max(MIN_OVERHEAD_MIB, int(heap * overhead_factor))
 
 
-def pod_memory(text: str, overhead_factor: float) -> str:
+def pod_memory(text: str, overhead_factor: float, overhead: str | None = None) -> str:
     """Memory request and limit of a pod whose JVM heap is `text`, as a Kubernetes quantity."""
-    return f"{pod_memory_mib(text, overhead_factor)}Mi"
+    return f"{pod_memory_mib(text, overhead_factor, overhead)}Mi"

@@ -272,6 +272,15 @@ def test_repartition_names_the_partitions() -> None:
     assert decision.partitions == 8 and "repartition to 8" in decision.message
 
 
+@pytest.mark.parametrize(("allow", "remembered"), [(False, ()), (True, (NOW,))])
+def test_a_repartition_counts_as_an_action_only_where_it_is_allowed(allow: bool, remembered: tuple[Any, ...]) -> None:
+    app_spec = spec(
+        autoscaler={"mode": "active", "allowRepartition": allow}, state={"checkpointDir": "s3a://b/c", "partitions": 2}
+    )
+    decision, memory = run(app_spec, signals(OVER, stateful=True))
+    assert decision.action == "repartition" and memory.action_times == remembered
+
+
 def test_an_action_restarts_the_window_and_counts_in_the_hour() -> None:
     decision, memory = run(autoscaled(), signals(OVER))
     assert decision.reason == "ScaleUp"
