@@ -212,7 +212,7 @@ class WebIdentity(Model):
     roleArn: Annotated[
         str,
         Field(
-            pattern=r"^arn:[a-z0-9-]+:iam::[^:\s]*:role/\S+$",
+            pattern=r"^arn:[a-z0-9-]+:iam:[^:\s]*:[^:\s]*:role/\S+$",
             description="The role to assume, e.g. arn:aws:iam::123456789012:role/clicks.",
         ),
     ]
