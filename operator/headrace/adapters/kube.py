@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import models, names
+from headrace.core.election import StoredLease, lease_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -305,6 +306,15 @@ class KubeClient:
         terminating = answer.get("kind") == "Pod" and (answer.get("metadata") or {}).get("deletionTimestamp")
         return cast(dict[str, Any], answer) if terminating else None
 
+    def read_lease(self, namespace: str, name: str) -> StoredLease | None:
+        """A Lease's record and resourceVersion (an app's driver Lease, for the fence), None when there is none."""
+        try:
+            body = _json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False))
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
+
     # ------------------------------------------------------------------------- other objects --
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         """Create one namespaced object of the kinds the operator makes; returns it as stored, or None when it
@@ -320,7 +330,7 @@ class KubeClient:
             "Role": self.rbac.create_namespaced_role,
             "RoleBinding": self.rbac.create_namespaced_role_binding,
             "NetworkPolicy": self.networking.create_namespaced_network_policy,
-            "Lease": self.coordination.create_namespaced_lease,  # an app's driver Lease (spec.standby)
+            "Lease": self.coordination.create_namespaced_lease,  # an app's driver Lease
         }
         options: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:

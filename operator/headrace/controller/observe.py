@@ -13,6 +13,7 @@ from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.core.observation import (
+    DriverLease,
     DriverPod,
     DriverProgress,
     Observation,
@@ -111,7 +112,26 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         waiting=_waiting(status) if phase == "Pending" else None,
         standby=labels.get(names.STANDBY) == "true",
         spec_hash=labels.get(names.SPEC_HASH),
+        lease_guarded=lease_guarded(pod),
+        deletion_due=_deletion_due(metadata),
+        node=(pod.get("spec") or {}).get("nodeName"),
     )
+
+
+def lease_guarded(pod: dict[str, Any]) -> bool:
+    """Whether the pod's driver writes only while holding the app's driver Lease: its driver container has
+    HEADRACE_DRIVER_LEASE (pods made by an operator before every driver had it do not; a copy without its spec
+    counts as not guarded, the safe side: the fence then waits for the pod to be gone)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if any(item.get("name") == contract.ENV_DRIVER_LEASE for item in container.get("env") or []):
+            return True
+    return False
+
+
+def _deletion_due(metadata: dict[str, Any]) -> datetime | None:
+    """When a deleted pod's grace period ends: its deletionTimestamp (set to the deletion's time plus the grace)."""
+    stamp = metadata.get("deletionTimestamp")
+    return parse_time(stamp) if stamp else None
 
 
 def _waiting(status: dict[str, Any]) -> str | None:
@@ -216,6 +236,7 @@ def observe(
     unanswered: bool = False,
     savepoints_in_flight: frozenset[str] = frozenset(),
     prewarmed_status: contract.StatusDocument | None = None,
+    lease: DriverLease | None = None,
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
@@ -226,7 +247,16 @@ def observe(
         unanswered=unanswered,
         savepoints_in_flight=savepoints_in_flight,
         prewarmed=driver_progress(prewarmed_status) if prewarmed_status else None,
+        lease=lease,
     )
+
+
+def lease_wanted(pods: list[dict[str, Any]], *, unanswered: bool) -> bool:
+    """Whether the planner needs the app's driver Lease: a driver created with it is stuck deleting (not yet
+    terminated), or the current driver did not answer (its Lease may tell that it stopped)."""
+    if unanswered:
+        return True
+    return any(pod["metadata"].get("deletionTimestamp") and lease_guarded(pod) and not _terminated(pod) for pod in pods)
 
 
 def app_view(body: dict[str, Any]) -> AppView:

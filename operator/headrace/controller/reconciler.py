@@ -30,11 +30,13 @@ from headrace.api import runtime_contract as contract
 from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
+from headrace.controller.driver_leases import DriverLeases
 from headrace.controller.ensured import EnsuredObjects, digest
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.observe import (
     app_view,
     current_driver_pod,
+    lease_wanted,
     observe,
     prewarmed_driver_pod,
     serves_control_tls,
@@ -115,6 +117,7 @@ class Reconciler:
             lambda namespace, app: kube.read_secret_values(namespace, names.control_secret(app))
         )
         self._ensured = EnsuredObjects()  # apps whose shared objects this process made (or found) itself
+        self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -154,6 +157,7 @@ class Reconciler:
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
             self._ensured.forget(namespace, name)
+            self._leases.forget(namespace, name)
             self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
@@ -171,6 +175,7 @@ class Reconciler:
             unanswered=unanswered,
             savepoints_in_flight=in_flight,
             prewarmed_status=self._prewarmed_status(body, pods),
+            lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
         )
         now = self.clock()
         plan = decide(view, observation, now)

@@ -32,6 +32,9 @@ class DriverPod:
     waiting: str | None = None  # why a pod that has not started waits (Unschedulable, ImagePullBackOff: ...)
     standby: bool = False  # created as a warm standby (it waits for promotion until promoted)
     spec_hash: str | None = None  # the spec it was created with (its label)
+    lease_guarded: bool = False  # its driver writes only while holding the app's driver Lease (HEADRACE_DRIVER_LEASE)
+    deletion_due: datetime | None = None  # deleting: when its grace period ends (its deletionTimestamp)
+    node: str | None = None  # the node it was scheduled to
 
     @property
     def terminated(self) -> bool:
@@ -104,6 +107,17 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class DriverLease:
+    """The app's driver Lease as the operator last read it, and since when (the operator's clock) it has read that
+    same record: an unchanged record is how the operator tells, on its own clock, that its holder stopped renewing."""
+
+    holder: str | None  # None: released, or never taken
+    lease_seconds: int
+    unchanged_since: datetime
+    exists: bool = True  # False: there is no Lease (unchanged_since: since the operator first found none)
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything the planner may look at besides spec and status."""
 
@@ -114,6 +128,7 @@ class Observation:
     unanswered: bool = False  # the current driver was asked for its status and did not answer (a missed heartbeat)
     savepoints_in_flight: frozenset[str] = frozenset()  # StreamingSavepoints this operator is asking a driver for
     prewarmed: DriverProgress | None = None  # a pre-warmed upgrade's new driver (pendingOperation Upgrade/Prewarm)
+    lease: DriverLease | None = None  # the driver Lease, read when a guarded driver is stuck deleting or unanswered
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

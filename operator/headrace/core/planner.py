@@ -31,7 +31,7 @@ from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
 from headrace.api.vocabulary import SavepointOperationKind
-from headrace.core import prewarm, savepoints, standby
+from headrace.core import fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     PREVIOUS_RUN,
@@ -248,8 +248,17 @@ def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observa
     run.unansweredSince = format_time(since)
     timeout = parse_duration(spec.restartPolicy.heartbeatTimeout)
     waited = (builder.now - since).total_seconds()
+    if fence.lease_expired(pod, observation.lease, builder.now):
+        message = (
+            f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s and its driver Lease "
+            "expired: it stopped writing (its node is lost or partitioned away, or it is dead)"
+        )
+        _failure(builder, spec, pod, fence.LEASE_EXPIRED, message, observation=observation)
+        return True
     if waited < timeout:
-        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited))
+        lease = observation.lease
+        recheck = fence.until_expired(lease, builder.now) if lease is not None and pod.lease_guarded else timeout
+        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited, max(recheck, 1.0)))
         return False
     message = (
         f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s "
@@ -474,7 +483,7 @@ def _failure(
     rollback = _rollback_target(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
-    grace = UNRESPONSIVE_GRACE_SECONDS if reason == DRIVER_UNRESPONSIVE else None
+    grace = {DRIVER_UNRESPONSIVE: UNRESPONSIVE_GRACE_SECONDS, fence.LEASE_EXPIRED: 0}.get(reason)
     live = pod if pod is not None and not pod.terminated and not pod.deleting else None
     if warm is not None and running is not None and verdict != "give-up" and rollback is None:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")

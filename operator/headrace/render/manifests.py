@@ -13,7 +13,6 @@ import yaml
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
-from headrace.core.standby import guarded
 from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import control_tls, security
 from headrace.render.merge import merge
@@ -266,8 +265,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         plain[contract.ENV_WARMUP] = "false"
     if attempt.standby and attempt.compare_checkpoint:
         plain[contract.ENV_PREWARM_CHECKPOINT] = attempt.compare_checkpoint
-    if guarded(spec):
-        plain[contract.ENV_DRIVER_LEASE] = names.driver_lease(attempt.app)
+    plain[contract.ENV_DRIVER_LEASE] = names.driver_lease(attempt.app)  # every driver writes only while holding it
     if attempt.expected_commits:
         plain[contract.ENV_EXPECTED_COMMITS] = json.dumps(dict(attempt.expected_commits), sort_keys=True)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
@@ -399,8 +397,7 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
     objects.insert(0, security.executor_service_account(app, _metadata(name, attempt, labels)))
     if attempt.spec.serviceAccountName is None:
         objects.insert(0, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(name, attempt, labels)})
-    if guarded(attempt.spec):
-        objects += _driver_lease_rbac(attempt)
+    objects += _driver_lease_rbac(attempt)
     del app_uid
     return objects
 
@@ -472,13 +469,12 @@ def missing_control_secret_values(
 
 def app_objects(attempt: Attempt) -> list[dict[str, Any]]:
     """The objects every attempt of the app shares (named after the app, not the attempt): ServiceAccounts,
-    Roles and RoleBindings, the driver Lease of a guarded app, the NetworkPolicy. Not the control Secret, made
+    Roles and RoleBindings, the driver Lease, the NetworkPolicy. Not the control Secret, made
     apart because its token is made at the edge."""
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
-    lease = [driver_lease(attempt)] if guarded(attempt.spec) else []
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
-        *lease,
+        driver_lease(attempt),
         security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
     ]
 
