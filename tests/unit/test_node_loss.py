@@ -86,3 +86,13 @@ def test_a_stuck_pod_made_without_the_lease_waits_until_it_is_gone() -> None:
     plan = decide(view(status=failed), Observation(drivers=(unguarded,), lease=_lease(0, None)), later(3600))
     assert not [action for action in plan.actions if isinstance(action, DeletePod) and action.grace_seconds == 0]
     assert plan.status.pendingOperation is not None
+
+
+def test_while_the_fence_waits_the_app_says_for_what() -> None:
+    failed, stuck = _restarting_with_the_old_pod_stuck()
+    renewed = Observation(drivers=(stuck,), lease=_lease(299))
+    plan = decide(view(status=failed), renewed, later(300))
+    progressing = next(item for item in plan.status.conditions if item.type == "Progressing")
+    assert progressing.reason == fence.WAITING and "worker-1" in progressing.message
+    again = decide(view(status=plan.status), replace(renewed, lease=_lease(305)), later(306))
+    assert again.status == plan.status  # the same words: no status write while it waits

@@ -36,6 +36,7 @@ from headrace.core.plan import DeletePod
 FENCE_MARGIN_SECONDS = 5.0
 LEASE_EXPIRED = "DriverLeaseExpired"  # a failure's reason: the running driver's Lease expired (it stopped itself)
 FORCE_DELETED = "DriverForceDeleted"  # the event of a forced deletion
+WAITING = "WaitingForDriverLease"  # Progressing's reason while a stuck pod's driver may still write
 
 
 def _expired(lease: DriverLease, now: datetime) -> bool:
@@ -78,17 +79,26 @@ def force_stuck(builder: Builder, pods: tuple[DriverPod, ...], lease: DriverLeas
     """Force-delete (grace 0) every pod of `pods` whose deletion is overdue and whose driver provably stopped."""
     planned = {action.name for action in builder.actions if isinstance(action, DeletePod) and action.grace_seconds == 0}
     for pod in pods:
-        if pod.name in planned or not overdue(pod, builder.now) or not stopped(pod, lease, builder.now):
+        if pod.name in planned or not overdue(pod, builder.now):
+            continue
+        node = f" on node {pod.node}" if pod.node else ""
+        stuck = f"driver pod {pod.name}{node} stays Terminating past its grace period (its kubelet does not confirm it)"
+        if not stopped(pod, lease, builder.now):
+            message = f"{stuck}; the next driver starts once {_awaited(pod, lease)}"
+            builder.condition("Progressing", "True", WAITING, message)
             continue
         why = _why(pod, lease)
         builder.actions.append(DeletePod(name=pod.name, reason=f"force-deleted: {why}", grace_seconds=0))
-        node = f" on node {pod.node}" if pod.node else ""
-        builder.event(
-            FORCE_DELETED,
-            f"driver pod {pod.name}{node} stayed Terminating past its grace period (its kubelet does not confirm it); "
-            f"force-deleted because {why}",
-            warning=True,
-        )
+        builder.event(FORCE_DELETED, f"{stuck}; force-deleted because {why}", warning=True)
+
+
+def _awaited(pod: DriverPod, lease: DriverLease | None) -> str:
+    """What the fence waits for (words that stay the same while it waits: no status write per decision)."""
+    if not pod.lease_guarded:
+        return "the pod is gone (it was made without the driver Lease: nothing else proves its driver stopped)"
+    if lease is None:
+        return "its driver Lease can be read and shows that it stopped writing"
+    return "its driver Lease, which it holds, goes unrenewed for its duration (while it renews, it may still write)"
 
 
 def _why(pod: DriverPod, lease: DriverLease | None) -> str:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from typing import get_args
 
 import pytest
 
+from headrace.api.vocabulary import OperatorFailureReason
 from headrace.core import fence
 from headrace.core.observation import DriverLease, DriverPod
 from tests.unit.builders import T0, later, pod
@@ -83,3 +85,7 @@ def test_a_deletion_is_overdue_once_its_grace_period_and_the_margin_passed(
 def test_until_expired_counts_down_to_the_fence() -> None:
     assert fence.until_expired(held(), later(5)) == 15
     assert fence.until_expired(held(), later(25)) == 0
+
+
+def test_the_lease_expired_failure_is_a_typed_reason_with_its_own_restart_label() -> None:
+    assert fence.LEASE_EXPIRED in get_args(OperatorFailureReason)
