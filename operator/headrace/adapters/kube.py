@@ -106,6 +106,7 @@ class KubeClient:
         self.custom = client.CustomObjectsApi(api_client)
         self.networking = client.NetworkingV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.component = component
 
     def to_dict(self, obj: Any) -> dict[str, Any]:
@@ -315,6 +316,25 @@ class KubeClient:
             return None
         return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
+    def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
+        """Add labels to a pod; the pod as stored, None when it is gone."""
+        try:
+            patch = {"metadata": {"labels": labels}}
+            pod: dict[str, Any] = _json(self.core.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return pod
+
+    def read_node(self, name: str) -> dict[str, Any] | None:
+        """A Node as stored (whether it is being drained), None when there is none."""
+        try:
+            node: dict[str, Any] = _json(self.core.read_node(name, _preload_content=False))
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return node
+
     # ------------------------------------------------------------------------- other objects --
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         """Create one namespaced object of the kinds the operator makes; returns it as stored, or None when it
@@ -331,6 +351,7 @@ class KubeClient:
             "RoleBinding": self.rbac.create_namespaced_role_binding,
             "NetworkPolicy": self.networking.create_namespaced_network_policy,
             "Lease": self.coordination.create_namespaced_lease,  # an app's driver Lease
+            "PodDisruptionBudget": self.policy.create_namespaced_pod_disruption_budget,  # its drivers' eviction guard
         }
         options: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:

@@ -73,7 +73,7 @@ def serves_control_tls(pod: dict[str, Any]) -> bool:
     return any(volume.get("name") == names.CONTROL_TLS_VOLUME for volume in spec.get("volumes") or [])
 
 
-def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
+def driver_pod(pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset()) -> DriverPod | None:
     """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
     metadata = pod.get("metadata", {})
     labels = metadata.get("labels") or {}
@@ -115,6 +115,8 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         lease_guarded=lease_guarded(pod),
         deletion_due=_deletion_due(metadata),
         node=(pod.get("spec") or {}).get("nodeName"),
+        node_draining=(pod.get("spec") or {}).get("nodeName") in draining_nodes,
+        writer=labels.get(names.WRITER) == "true",
     )
 
 
@@ -237,9 +239,10 @@ def observe(
     savepoints_in_flight: frozenset[str] = frozenset(),
     prewarmed_status: contract.StatusDocument | None = None,
     lease: DriverLease | None = None,
+    draining_nodes: frozenset[str] = frozenset(),
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
-    drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
+    drivers = tuple(pod for pod in (driver_pod(item, draining_nodes) for item in pods) if pod is not None)
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
         savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
@@ -248,6 +251,17 @@ def observe(
         savepoints_in_flight=savepoints_in_flight,
         prewarmed=driver_progress(prewarmed_status) if prewarmed_status else None,
         lease=lease,
+    )
+
+
+def running_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
+    """The nodes the app's running driver pods (not being deleted) are on: those whose drains matter."""
+    return frozenset(
+        node
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName"))
+        and (pod.get("status") or {}).get("phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
     )
 
 

@@ -33,12 +33,14 @@ from headrace.controller.control_secrets import ControlSecrets
 from headrace.controller.driver_leases import DriverLeases
 from headrace.controller.ensured import EnsuredObjects, digest
 from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.nodes import NodeStates
 from headrace.controller.observe import (
     app_view,
     current_driver_pod,
     lease_wanted,
     observe,
     prewarmed_driver_pod,
+    running_nodes,
     serves_control_tls,
 )
 from headrace.core.observation import Observation, Refusal
@@ -48,6 +50,7 @@ from headrace.core.plan import (
     DeletePod,
     DeleteSavepointResource,
     EnsureDriver,
+    MarkWriter,
     Plan,
     PromoteDriver,
     RescaleInPlace,
@@ -118,6 +121,7 @@ class Reconciler:
         )
         self._ensured = EnsuredObjects()  # apps whose shared objects this process made (or found) itself
         self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
+        self._nodes = NodeStates(kube.read_node)  # whether the drivers' nodes are being drained
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -176,6 +180,7 @@ class Reconciler:
             savepoints_in_flight=in_flight,
             prewarmed_status=self._prewarmed_status(body, pods),
             lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
+            draining_nodes=self._nodes.draining(running_nodes(pods)),
         )
         now = self.clock()
         plan = decide(view, observation, now)
@@ -274,6 +279,11 @@ class Reconciler:
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN
+            case MarkWriter():
+                labelled = self.kube.label_pod(namespace, action.name, {names.WRITER: "true"})
+                if labelled is not None:
+                    self.cache.wrote("pod", labelled)
+                return None
             case RescaleInPlace():
                 return self._rescale(body, action)
             case PromoteDriver():

@@ -35,6 +35,8 @@ class DriverPod:
     lease_guarded: bool = False  # its driver writes only while holding the app's driver Lease (HEADRACE_DRIVER_LEASE)
     deletion_due: datetime | None = None  # deleting: when its grace period ends (its deletionTimestamp)
     node: str | None = None  # the node it was scheduled to
+    node_draining: bool = False  # ... which is being emptied: cordoned or tainted for removal (`core.drain`)
+    writer: bool = False  # labelled as the writing driver (the one the PodDisruptionBudget protects)
 
     @property
     def terminated(self) -> bool:

@@ -31,7 +31,7 @@ from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
 from headrace.api.vocabulary import SavepointOperationKind
-from headrace.core import fence, prewarm, savepoints, standby
+from headrace.core import drain, fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     PREVIOUS_RUN,
@@ -353,9 +353,9 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
             message = f"no batch committed for {timeout} while input waits"
             _failure(builder, spec, pod, "NoProgress", message, observation=observation)
             return
-    _apply_spec_change(builder, spec, observation, pod)
-    if not builder.actions and builder.status.pendingOperation is None:
-        _converge_executors(builder, spec, observation.progress, pod)
+    if not drain.tend(builder, spec, observation, pod):  # else its node is being drained: it moves off
+        _apply_spec_change(builder, spec, observation, pod)
+        _converge_when_idle(builder, spec, observation.progress, pod)
 
 
 def _running_message(builder: Builder, run: RunStatus, pod: DriverPod) -> str:
@@ -396,6 +396,13 @@ def _keep_progress(builder: Builder, observation: Observation) -> None:
     """While an upgrade's new driver warms, the old one keeps processing: its progress stays in status."""
     if observation.progress is not None:
         builder.status.progress = _summary(observation.progress, builder.status.progress)
+
+
+def _converge_when_idle(
+    builder: Builder, spec: StreamingAppSpec, progress: DriverProgress | None, pod: DriverPod
+) -> None:
+    if not builder.actions and builder.status.pendingOperation is None:
+        _converge_executors(builder, spec, progress, pod)
 
 
 def _converge_executors(

@@ -34,6 +34,7 @@ from headrace.core.timefmt import format_time, parse_time
 
 PREWARM = "prewarm"  # pendingOperation.detail: the pre-warmed driver's pod
 TARGET = "target"  # ... the spec hash being upgraded to
+MOVE = "move"  # ... set on a move of the same spec off a node being drained: why (`headrace.core.drain`)
 PREWARM_POLL_SECONDS = 2.0  # how often a warming driver is asked whether it reached its gate
 FENCE_POLL_SECONDS = 1.0
 
@@ -47,30 +48,41 @@ def wanted(spec: StreamingAppSpec) -> bool:
     return standby.wanted(spec) if chosen is None else chosen
 
 
-def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus) -> RunStatus:
+def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus, *, move: bool = False) -> RunStatus:
     """The attempt the upgrade to `spec` starts: run n+1 for a savepoint (restore source not known yet), else
-    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it)."""
-    if spec.upgradeMode == "savepoint":
+    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it); a move, always the
+    latter (it keeps the run's state whatever the upgrade mode)."""
+    if spec.upgradeMode == "savepoint" and not move:
         return planned_run(builder, spec, run=run.number + 1, attempt=1, restore_from=None)
     return planned_run(builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom)
 
 
-def begin(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
-    """Start pre-warming the upgrade to `spec` beside the running driver `pod`."""
+def begin(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod, *, move: str | None = None
+) -> None:
+    """Start pre-warming the upgrade to `spec` beside the running driver `pod` (with `move`, why: the same spec,
+    moved off its node)."""
     run = builder.status.run
     assert run is not None
-    goal = target(builder, spec, run)
+    goal = target(builder, spec, run, move=move is not None)
+    detail = {TARGET: goal.specHash, PREWARM: goal.driverPod}
+    if move is not None:
+        detail[MOVE] = move
     builder.status.pendingOperation = PendingOperation(
-        kind="Upgrade",
-        step="Prewarm",
-        startedAt=format_time(builder.now),
-        detail={TARGET: goal.specHash, PREWARM: goal.driverPod},
+        kind="Upgrade", step="Prewarm", startedAt=format_time(builder.now), detail=detail
     )
-    builder.event(
-        "UpgradePrewarming",
-        f"upgradeMode {spec.upgradeMode}: starting driver {goal.driverPod} with the new spec as a warm standby; "
-        f"driver {pod.name} keeps processing until it waits at its first query start",
-    )
+    if move is not None:
+        builder.event(
+            "DriverMoving",
+            f"{move}: starting driver {goal.driverPod} on another node as a warm standby; driver {pod.name} keeps "
+            "processing until it waits at its first query start",
+        )
+    else:
+        builder.event(
+            "UpgradePrewarming",
+            f"upgradeMode {spec.upgradeMode}: starting driver {goal.driverPod} with the new spec as a warm standby; "
+            f"driver {pod.name} keeps processing until it waits at its first query start",
+        )
     builder.phase("Upgrading", f"pre-warming driver {goal.driverPod}")
     builder.condition("Progressing", "True", "Prewarming", f"driver {goal.driverPod} warms up")
     proceed(builder, spec, observation, pod)
@@ -81,7 +93,8 @@ def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, 
     pending, run = builder.status.pendingOperation, builder.status.run
     assert pending is not None
     assert run is not None
-    goal = target(builder, spec, run)
+    moving = MOVE in pending.detail
+    goal = target(builder, spec, run, move=moving)
     new = observation.driver(goal.number, goal.attempt)
     if pending.detail.get(TARGET) != goal.specHash:
         _drop(builder, new, "the spec changed again: starting over with the newest spec")
@@ -95,7 +108,7 @@ def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, 
     if not _at_gate(builder, spec, observation, new, pod):
         return
     builder.event("UpgradePrewarmed", f"driver {new.name} waits at its first query start: stopping driver {pod.name}")
-    if spec.upgradeMode == "savepoint":
+    if spec.upgradeMode == "savepoint" and not moving:
         savepoints.begin_upgrade(builder, spec, pod)
     else:
         builder.event("LastStateUpgrade", f"driver {new.name} takes over the checkpoint of run {run.number}")
@@ -160,6 +173,9 @@ def _refuse(builder: Builder, new: DriverPod, old: DriverPod, why: str) -> None:
     """The new driver failed before its gate: the upgrade is refused; the old driver was never touched."""
     pending = builder.status.pendingOperation
     assert pending is not None
+    if MOVE in pending.detail:  # the spec is not at fault: tried again while the node still drains
+        _drop(builder, new, f"the new driver {new.name} failed: {why}; driver {old.name} keeps running")
+        return
     builder.status.pendingOperation = None
     builder.status.failedSpecHash = pending.detail.get(TARGET)
     delete_pods(builder, (new,), "pre-warmed upgrade driver failed")

@@ -436,6 +436,26 @@ def driver_lease(attempt: Attempt) -> dict[str, Any]:
     }
 
 
+def driver_disruption_budget(attempt: Attempt) -> dict[str, Any]:
+    """The app's PodDisruptionBudget over its writing driver (label headrace.dev/writer, which the operator puts on
+    the driver once it runs the queries): no eviction of it (`kubectl drain`, a cluster autoscaler's or Karpenter's
+    consolidation), so a drain waits for the operator's handover (the driver moves through a pre-warmed driver on
+    another node, `headrace.core.drain`), after which the pod is gone. A standby or a pre-warmed driver (never
+    labelled before its promotion) may be evicted, and so may a writer that is not ready (AlwaysAllow). minAvailable
+    as a number (not maxUnavailable, nor a percentage): the budget then counts the pods it selects, and never asks
+    the pods' owner, the StreamingApp, for a scale (its scale subresource counts executors)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(names.driver_disruption_budget(attempt.app), attempt, names.app_labels(attempt.app)),
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": {names.APP: attempt.app, names.ROLE: names.ROLE_DRIVER, names.WRITER: "true"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def control_secret(attempt: Attempt, token: str, certificate: control_tls.ControlCertificate) -> dict[str, Any]:
     """The Secret with the driver control endpoint's bearer token and TLS certificate (with its key)."""
     return {
@@ -469,13 +489,14 @@ def missing_control_secret_values(
 
 def app_objects(attempt: Attempt) -> list[dict[str, Any]]:
     """The objects every attempt of the app shares (named after the app, not the attempt): ServiceAccounts,
-    Roles and RoleBindings, the driver Lease, the NetworkPolicy. Not the control Secret, made
-    apart because its token is made at the edge."""
+    Roles and RoleBindings, the driver Lease, the NetworkPolicy, the drivers' PodDisruptionBudget. Not the control
+    Secret, made apart because its token is made at the edge."""
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
         driver_lease(attempt),
         security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
+        driver_disruption_budget(attempt),
     ]
 
 

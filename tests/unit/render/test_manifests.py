@@ -108,3 +108,21 @@ def test_every_driver_gets_the_driver_lease_and_the_right_to_renew_it_alone(stan
     bounded = manifests.driver_pod(_attempt(standby={"enabled": standby}, mode="bounded"))
     variable = {"name": contract.ENV_DRIVER_LEASE, "value": "clicks-driver-lease"}
     assert variable in bounded["spec"]["containers"][0]["env"]
+
+
+def test_every_app_has_a_disruption_budget_that_lets_only_its_writing_driver_wait_for_a_handover() -> None:
+    """A drain waits for the operator's handover (issue 23): minAvailable 1 over the app's driver labelled as its
+    writer only (a standby or a pre-warmed driver may go), and a writer that is not ready may go too (a Pending or
+    failing one must not block a drain forever)."""
+    objects = manifests.app_objects(_attempt())
+    (budget,) = [obj for obj in objects if obj["kind"] == "PodDisruptionBudget"]
+    assert budget["metadata"]["name"] == "clicks-driver" and budget["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    selector = {"headrace.dev/app": "clicks", "headrace.dev/role": "driver", "headrace.dev/writer": "true"}
+    assert budget["spec"] == {
+        "minAvailable": 1,  # a number: the budget never asks the StreamingApp's scale (which counts executors)
+        "selector": {"matchLabels": selector},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    driver = manifests.driver_pod(_attempt())
+    assert {**driver["metadata"]["labels"], "headrace.dev/writer": "true"}.items() >= selector.items()
+    assert "headrace.dev/writer" not in driver["metadata"]["labels"]  # the operator labels it once it writes
