@@ -133,7 +133,12 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17 \
     SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
     PYSPARK_PYTHON=/opt/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
-RUN groupadd --system --gid 185 spark \
+# libnss-wrapper (30 kB): a passwd entry for an arbitrary uid on the read-only root (docker/spark-entrypoint.sh).
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libnss-wrapper \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 185 spark \
  && useradd --system --uid 185 --gid spark --home-dir /opt/headrace --no-create-home spark \
  && mkdir -p /opt/headrace/bin \
  && chown spark:spark /opt/headrace

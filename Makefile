@@ -1,14 +1,16 @@
-# One command each: `make setup`, `make lint`, `make test` (what CI runs), `make quickstart`, `make bench`.
+# One command each: `make setup`, `make lint`, `make test` (what CI runs), `make quickstart`, `make bench`;
+# after the quick start: `make results`, `make clicks`, `make down`.
 SHELL := /bin/bash
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 
-.PHONY: setup lint test unit quickstart down bench crds
+.PHONY: setup lint test unit quickstart results clicks down bench crds
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user 'uv==0.13.9'
 	$(UV) sync --frozen --all-extras
 	$(UV) run python -m testbed host install
+	$(UV) run python -m testbed tools link
 
 crds: setup
 	$(UV) run headrace crds
@@ -34,7 +36,14 @@ test: lint
 quickstart: setup
 	$(UV) run python -m testbed quickstart
 
-down: setup
+# The quick start's example: its newest windows, ten more chunks of clicks (no setup: the quick start did it).
+results:
+	$(UV) run python -m testbed example results
+
+clicks:
+	$(UV) run python -m testbed example clicks
+
+down:
 	$(UV) run python -m testbed cluster down
 
 bench: setup

@@ -7,13 +7,26 @@
 #   otherwise -> the Headrace driver runtime: python -m headrace.runtime <script> <args>
 set -euo pipefail
 
-# Hadoop's login needs a user name; arbitrary uids (OpenShift) get one where /etc/passwd allows it.
-ensure_passwd_entry() {
-  local uid
+# Hadoop's login (UnixLoginModule: "invalid null input: name") and Java's user.home ("?", so Ivy's
+# "basedir must be absolute") need a passwd entry for the uid. An arbitrary uid (OpenShift's
+# restricted SCC, any runAsUser) has none, and the root filesystem is read-only, so /etc/passwd
+# cannot get one: nss_wrapper serves a copy with the entry from the writable scratch directory.
+ensure_user_entry() {
+  local uid gid dir wrapper
   uid=$(id -u)
-  if ! getent passwd "$uid" >/dev/null && [[ -w /etc/passwd ]]; then
-    echo "$uid:x:$uid:$(id -g):${SPARK_USER_NAME:-anonymous uid}:$SPARK_HOME:/bin/false" >>/etc/passwd
+  gid=$(id -g)
+  getent passwd "$uid" >/dev/null && return
+  wrapper=${HEADRACE_NSS_WRAPPER:-$(echo /usr/lib/*-linux-gnu/libnss_wrapper.so)}
+  dir="${HOME:-/tmp}/.headrace-passwd"
+  if [[ ! -f "$wrapper" ]] || ! mkdir -p "$dir" 2>/dev/null; then
+    echo "spark-entrypoint: uid $uid has no passwd entry and none can be made; Hadoop's login may fail" >&2
+    return
   fi
+  { cat /etc/passwd; echo "spark-$uid:x:$uid:$gid:Headrace Spark (arbitrary uid):${HOME:-/tmp}:/bin/false"; } \
+    >"$dir/passwd"
+  cat /etc/group >"$dir/group"
+  getent group "$gid" >/dev/null || echo "spark-$gid:x:$gid:" >>"$dir/group"
+  export LD_PRELOAD="$wrapper${LD_PRELOAD:+ $LD_PRELOAD}" NSS_WRAPPER_PASSWD="$dir/passwd" NSS_WRAPPER_GROUP="$dir/group"
 }
 
 # Same order as upstream: conf dir, Hadoop conf, user classpath, Spark's jars, extra classpath.
@@ -84,7 +97,7 @@ run_executor() {
     --podName "${SPARK_EXECUTOR_POD_NAME:-$(hostname)}"
 }
 
-ensure_passwd_entry
+ensure_user_entry
 case "${1:-}" in
   executor)
     shift

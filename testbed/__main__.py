@@ -18,6 +18,8 @@ COMMANDS = {
     "images": ("testbed.images", "build the operator and Spark images from the Dockerfile"),
     "kafka": ("testbed.kafka", "run a local Kafka broker"),
     "quickstart": ("testbed.quickstart", "cluster, images, operator and the example app, in one go"),
+    "example": ("testbed.example", "results | clicks: the quick start example's newest windows, more input"),
+    "tools": ("testbed.tools", "link: uv, headrace and kubectl into /usr/local/bin, where a new shell finds them"),
 }
 
 

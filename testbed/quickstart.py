@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from testbed import cluster, images, objectstore, scenario
+from testbed import REPOSITORY, cluster, images, objectstore, scenario, tools
 from testbed.environment import Environment
 
 NAMESPACE = "demo"
@@ -36,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("1/4 cluster: building Kubernetes from source on the first run, then starting it", flush=True)
     if cluster.command_up() != 0:
         return 1
+    for line in tools.link(["kubectl"]):  # the kubectl the printed steps call, of the cluster's version
+        print(f"tools: {line}", flush=True)
     print("2/4 images: building the operator and Spark images from the Dockerfile", flush=True)
     archives = images.build_all()
     if cluster.command_import(list(archives.values())) != 0:
@@ -45,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target.install_operator()
     print(f"4/4 example: windowed-counts in namespace {NAMESPACE}, reading from {args.source}", flush=True)
     data, _ = apply_example(target, args.files, source=args.source)
-    _print_next_steps(target, data, args.source)
+    print(next_steps(target, data, args.source), flush=True)
     return 0
 
 
@@ -113,30 +115,26 @@ def use_bucket(target: Environment, data: Path, manifest: dict[str, Any], namesp
         state.symlink_to(bucket_state, target_is_directory=True)
 
 
-def _print_next_steps(target: Environment, data: Path, source: str) -> None:
-    if source == "kafka":
-        feed = (
-            f"Input: topic {TOPIC} on kafka.kafka.svc:9092 (from this machine: {target.kafka_bootstrap});\n"
-            f"  add more with `uv run python -m testbed quickstart --files 10`"
-        )
-    else:
-        feed = f"Input files: {data / 'input'} (add more with `uv run python -m testbed quickstart --source files`)"
-    print(
-        f"""
-Headrace is running. Try:
+def next_steps(target: Environment, data: Path, source: str) -> str:
+    """What to try next: commands that work as written in a new shell of this machine, run from the checkout
+    (`make setup` linked `uv`, `headrace` and the quick start linked `kubectl` into a directory on PATH,
+    `testbed.tools`); tests/e2e/test_quickstart.py runs every indented command line as printed."""
+    feed = f"topic {TOPIC} on kafka.kafka.svc:9092" if source == "kafka" else f"files in {data / 'input'}"
+    return f"""
+Headrace is running. Try, in a new shell, from {REPOSITORY}:
   export KUBECONFIG={target.kubeconfig}
-  kubectl get sapp -n {NAMESPACE}              # phase, executors, last batch, last savepoint
-  kubectl get pods -n {NAMESPACE}              # the driver and its executors
-  uv run headrace status -n {NAMESPACE}
-  uv run headrace savepoint windowed-counts -n {NAMESPACE}
+  kubectl get sapp -n {NAMESPACE}                 # phase, executors, last batch, last savepoint
+  kubectl get pods -n {NAMESPACE}                 # the driver and its executors
+  headrace status -n {NAMESPACE}
+  headrace savepoint windowed-counts -n {NAMESPACE}
   kubectl scale sapp windowed-counts -n {NAMESPACE} --replicas=2
-{feed}
+  make clicks                            # ten more chunks of 120 clicks
+  make results                           # the newest windows in the example's sink
+Input: {feed}
 Output (parquet, exactly once): {data / "output"}
 State (checkpoints and savepoints): {_state_location(data)}
 Stop everything: make down
-""",
-        flush=True,
-    )
+"""
 
 
 def _state_location(data: Path) -> str:

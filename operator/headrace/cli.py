@@ -1,5 +1,6 @@
 """The `headrace` command for people: generate CRDs, and operate apps (status, savepoint, suspend,
-resume, rescale) from any kubeconfig.
+resume, rescale, each waiting for its outcome with `--wait`) from any kubeconfig, in its context's namespace
+unless `-n` names one.
 
 Owns: turning a command into the same Kubernetes API call a person would make with kubectl (spec
 patches, the scale subresource, a StreamingSavepoint), and printing the answer.
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from headrace.adapters.connect import api_client
+from headrace.adapters.connect import api_client, current_namespace
 from headrace.adapters.kube import KubeClient
 from headrace.api import crd, names
 from headrace.render.savepoints import savepoint_resource
@@ -53,6 +54,8 @@ def _operator(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> KubeClient:
+    if args.namespace is None:
+        args.namespace = current_namespace(args.kubeconfig, args.context)
     return KubeClient(api_client(args.kubeconfig, args.context), component="headrace-cli")
 
 
@@ -135,25 +138,67 @@ def command_savepoint(args: argparse.Namespace) -> int:
     return 1
 
 
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((item for item in status.get("conditions") or [] if item.get("type") == type_), {})
+
+
+def outcome(verb: str, app: dict[str, Any], executors: int | None = None) -> tuple[bool, str | None]:
+    """Whether `verb` (suspend, resume, rescale) has taken effect on `app`, and why it cannot (None: not yet, or
+    done): the operator observed the spec's generation, then the phase (or the executors) show it."""
+    status = app.get("status") or {}
+    if (status.get("observedGeneration") or 0) < (app.get("metadata", {}).get("generation") or 0):
+        return False, None
+    phase = status.get("phase")
+    if phase == "Failed":
+        return False, f"the app is Failed: {_condition(status, 'Degraded').get('message') or status.get('error')}"
+    if verb == "suspend":
+        return phase == "Suspended", None
+    if verb == "resume":
+        return phase == "Running" and _condition(status, "Ready").get("status") == "True", None
+    registered = (status.get("progress") or {}).get("registeredExecutors")
+    return status.get("executors") == executors and registered in (None, executors), None
+
+
+def _wait_for(args: argparse.Namespace, kube: KubeClient, verb: str, executors: int | None = None) -> int:
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        app = kube.get_app(args.namespace, args.app)
+        if app is None:
+            print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
+            return 1
+        done, problem = outcome(verb, app, executors)
+        if problem is not None:
+            print(f"streamingapp/{args.app}: {problem}", file=sys.stderr)
+            return 1
+        if done:
+            print(f"streamingapp/{args.app}: {(app.get('status') or {}).get('phase')}")
+            return 0
+        time.sleep(1)
+    print(f"streamingapp/{args.app}: {verb} not done after {args.timeout:g}s", file=sys.stderr)
+    return 1
+
+
 def command_job_state(args: argparse.Namespace) -> int:
-    """`headrace suspend APP` / `headrace resume APP`."""
+    """`headrace suspend APP` / `headrace resume APP` (`--wait`: until Suspended / Running and Ready)."""
     state = "suspended" if args.command == "suspend" else "running"
-    _client(args).patch_app_spec(args.namespace, args.app, {"job": {"state": state}})
+    kube = _client(args)
+    kube.patch_app_spec(args.namespace, args.app, {"job": {"state": state}})
     print(f"streamingapp/{args.app}: job.state={state}")
-    return 0
+    return _wait_for(args, kube, args.command) if args.wait else 0
 
 
 def command_rescale(args: argparse.Namespace) -> int:
-    """`headrace rescale APP N`."""
-    _client(args).scale_app(args.namespace, args.app, args.executors)
+    """`headrace rescale APP N` (`--wait`: until that many executors are registered)."""
+    kube = _client(args)
+    kube.scale_app(args.namespace, args.app, args.executors)
     print(f"streamingapp/{args.app} scaled to {args.executors} executors")
-    return 0
+    return _wait_for(args, kube, "rescale", args.executors) if args.wait else 0
 
 
 def _add_app_commands(commands: Any) -> None:
     """Register the commands that operate apps."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-n", "--namespace", default="default")
+    common.add_argument("-n", "--namespace", default=None, help="default: the kubeconfig context's namespace")
     common.add_argument("--kubeconfig", default=None)
     common.add_argument("--context", default=None)
     status = commands.add_parser("status", parents=[common], help="phase, run, executors, last batch of apps")
@@ -166,11 +211,14 @@ def _add_app_commands(commands: Any) -> None:
     savepoint.add_argument("--no-wait", action="store_true")
     savepoint.add_argument("--timeout", type=float, default=600.0)
     savepoint.set_defaults(func=command_savepoint)
+    waiting = argparse.ArgumentParser(add_help=False)
+    waiting.add_argument("--wait", action="store_true", help="wait until the operator has done it")
+    waiting.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits")
     for verb, text in (("suspend", "take a savepoint and remove the driver"), ("resume", "restore and run again")):
-        parser = commands.add_parser(verb, parents=[common], help=text)
+        parser = commands.add_parser(verb, parents=[common, waiting], help=text)
         parser.add_argument("app")
         parser.set_defaults(func=command_job_state)
-    rescale = commands.add_parser("rescale", parents=[common], help="change the number of executors")
+    rescale = commands.add_parser("rescale", parents=[common, waiting], help="change the number of executors")
     rescale.add_argument("app")
     rescale.add_argument("executors", type=int)
     rescale.set_defaults(func=command_rescale)

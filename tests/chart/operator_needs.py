@@ -111,7 +111,30 @@ def adapter_method_needs(path: Path = KUBE_ADAPTER, class_name: str = "KubeClien
     """Method of an adapter class -> the permissions its client calls need."""
     tree = ast.parse(path.read_text())
     (adapter,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
-    return {node.name: _method_needs(node) for node in adapter.body if isinstance(node, ast.FunctionDef)}
+    methods = {node.name: node for node in adapter.body if isinstance(node, ast.FunctionDef)}
+    needs = {name: _method_needs(node) for name, node in methods.items()}
+    helpers = {name: _own_calls(node) & methods.keys() for name, node in methods.items()}
+    changed = True
+    while changed:  # a method needs what the methods of its own it calls (self._helper(...)) need
+        changed = False
+        for name, called in helpers.items():
+            more = set().union(*(needs[helper] for helper in called)) - needs[name] if called else set()
+            if more:
+                needs[name] |= more
+                changed = True
+    return needs
+
+
+def _own_calls(function: ast.FunctionDef) -> set[str]:
+    """Names of `self.<method>(...)` calls in a method."""
+    return {
+        node.func.attr
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+    }
 
 
 def operator_called_methods() -> set[str]:

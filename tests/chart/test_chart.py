@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,32 @@ def test_by_default_the_operator_watches_and_may_act_in_the_release_namespace_on
     assert sorted(role["metadata"]["namespace"] for role in roles) == ["analytics", "fraud"]
 
 
+@pytest.mark.parametrize(
+    ("values", "watching"),
+    [
+        (None, "its release namespace headrace-system"),
+        (WATCHED, "analytics, fraud"),
+        ({"clusterWide": True}, "all namespaces"),
+    ],
+)
+def test_the_install_notes_name_the_namespaces_watched(
+    values: dict[str, Any] | None, watching: str, tmp_path: Path
+) -> None:
+    # `helm template` leaves NOTES.txt out and `helm install --dry-run` needs a cluster: render a copy of the
+    # chart whose NOTES.txt is also an ordinary template.
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes.txt")
+    (chart / "templates" / "notes.yaml").write_text('notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n')
+    completed = helm(
+        "template", "headrace", str(chart), "--namespace", "headrace-system", "--show-only", "templates/notes.yaml",
+        values=values, workdir=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    notes = yaml.safe_load(completed.stdout)["notes"]
+    assert f"watching {watching}.\n" in notes, notes
+
+
 @pytest.mark.parametrize("values", [None, WATCHED, {"clusterWide": True}])
 def test_the_operators_rules_are_exactly_what_its_code_needs(values: dict[str, Any] | None, tmp_path: Path) -> None:
     """No wildcard, no escalate/bind/impersonate, and no verb the operator's code does not use (a call added
@@ -240,6 +267,16 @@ def test_dashboard_and_argocd_configmaps_carry_the_files(tmp_path: Path) -> None
     for kind, script in (("StreamingApp", "streamingapp.lua"), ("StreamingSavepoint", "streamingsavepoint.lua")):
         rendered = health[f"resource.customizations.health.headrace.dev_{kind}"]
         assert rendered.strip() == (CHART / "argocd" / script).read_text().strip()
+
+
+def test_the_argocd_grace_period_is_set_in_the_rendered_script(tmp_path: Path) -> None:
+    values = {**EVERYTHING, "argocd": {"healthChecks": {"enabled": True, "degradedGraceSeconds": 1800}}}
+    (health,) = [
+        item for item in by_kind(render(tmp_path, values), "ConfigMap") if "argocd" in item["metadata"]["name"]
+    ]
+    script = health["data"]["resource.customizations.health.headrace.dev_StreamingApp"]
+    assert "local DEGRADED_GRACE_SECONDS = 1800\n" in script
+    assert script.replace("= 1800", "= 600").strip() == (CHART / "argocd" / "streamingapp.lua").read_text().strip()
 
 
 def test_optional_objects_are_off_by_default(tmp_path: Path) -> None:

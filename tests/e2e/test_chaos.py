@@ -10,7 +10,7 @@ By default (CI) the short version: every kind once, in the groups of `faults.SHO
 (the outages and the faults that need no new driver overlap the others: the S3 outage with the executor's
 deletion and the leader's SIGKILL, the API server's outage with the driver's SIGKILL), the groups in a seeded
 random order, heartbeatTimeout 20s. A recovery in a group is timed as alone but includes what the group's other
-faults cost it (noted "with ..."); the figures for the README come from the long run.
+faults cost it (noted "with ..."); the figures in docs/benchmarks.md come from the long run.
 HEADRACE_CHAOS=1: the long version, one fault after another in a random order (12-13 minutes), as bench/chaos.py;
 HEADRACE_CHAOS=0 skips the module. The seed is printed; HEADRACE_CHAOS_SEED replays it.
 """

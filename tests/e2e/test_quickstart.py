@@ -5,11 +5,15 @@ fixture has done those three the same way), then `apply_example`. This test runs
 with the same data location rules (a world-traversable directory, whatever the home directory's mode) and
 the same default source (the cluster's Kafka as ``kafka.kafka.svc:9092``, fed by the quick start's
 producer), and requires the example to commit batches with zero driver restarts and its sink to hold
-exactly the expected window counts.
+exactly the expected window counts. Last, the README's "what to try" block and the quick start's printed next
+steps run as written, in a new shell with the system PATH only.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from headrace.api import names
-from testbed import quickstart, scenario
+from testbed import REPOSITORY, quickstart, scenario, tools
 from testbed.controlplane import delete_namespace
 from testbed.sink import wait_for_every_window
 
@@ -113,3 +117,77 @@ def test_a_data_root_under_a_private_directory_is_refused(tmp_path: Path) -> Non
     private.mkdir(mode=0o700)
     with pytest.raises(PermissionError, match="not world-traversable"):
         scenario.prepare_data_dir(private / "data", "demo")
+
+
+# --- the commands a newcomer runs, as written -----------------------------------------------------------------
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a new login shell's, nothing added
+NOT_RUN = ("make down",)  # it stops the background cluster; here it would tear down this test's node (tests/testbed)
+
+
+def readme_commands() -> list[str]:
+    """The command lines of the README's "what to try" block (the quick start section's second bash block)."""
+    section = (REPOSITORY / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2 and blocks[0].strip() == "make quickstart", blocks
+    return [line for line in blocks[1].splitlines() if line.strip()]
+
+
+def printed_commands(text: str) -> list[str]:
+    """The indented command lines under "Try" in what the quick start prints at its end."""
+    lines = text.split("Try", 1)[1].splitlines()[1:]
+    return [line.strip() for line in itertools.takewhile(lambda line: line.startswith("  "), lines)]
+
+
+def run_as_a_newcomer(commands: list[str], home: Path, kafka_bootstrap: str) -> str:
+    """The lines in one new bash in the checkout, with the system PATH only and a home of its own (so ~ is not
+    this process's); stops at the first failing line and names it. The home's ~/.cache/headrace/cluster/kubeconfig
+    is this cluster's, as the quick start's is on a user's machine; its Kafka is the quick start's producer target."""
+    commands = [line for line in commands if line.split("#", 1)[0].strip() not in NOT_RUN]
+    script = "set -e\n" + "".join(f"echo '$ {line}'\n{line}\n" for line in commands)
+    env = {"HOME": str(home), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "HEADRACE_KAFKA_BOOTSTRAP": kafka_bootstrap}
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script],
+        cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"a command failed as written:\n{done.stdout[-6000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+@pytest.fixture
+def newcomer_home(e2e: E2E, tmp_path: Path) -> Path:
+    """A home directory whose ~/.cache/headrace/cluster/kubeconfig is this cluster's (a user's quick start puts its
+    own there), and the documented tools linked where a new shell finds them (what `make setup` and the quick start
+    do: `testbed.tools`)."""
+    kubeconfig = tmp_path / ".cache" / "headrace" / "cluster" / "kubeconfig"
+    kubeconfig.parent.mkdir(parents=True)
+    kubeconfig.symlink_to(e2e.kubeconfig)
+    for line in tools.link():
+        print(f"tools: {line}")
+    return tmp_path
+
+
+def test_the_readme_and_the_printed_next_steps_work_as_written(
+    e2e: E2E, example: scenario.AppHandle, newcomer_home: Path
+) -> None:
+    """Last in this module: it produces more clicks and rescales the example."""
+    readme = readme_commands()
+    printed = printed_commands(quickstart.next_steps(e2e, example.data, "kafka"))
+    assert any(line.startswith("make results") for line in readme) and "make results" in " ".join(printed)
+    assert all("-n " in line for line in readme + printed if line.startswith(("kubectl", "headrace"))), "namespaces"
+    before = len(example.input.counted())
+
+    out = run_as_a_newcomer(printed, newcomer_home, e2e.kafka_bootstrap)
+    assert "windowed-counts" in out.split("$ kubectl get sapp", 1)[1], out
+    assert "the newest 5 one-minute windows" in out and "views" in out, out
+    assert "produced 10 chunks of 120 clicks to topic clicks" in out, out
+
+    out = run_as_a_newcomer(readme, newcomer_home, e2e.kafka_bootstrap)
+    assert "windowed-counts" in out.split("$ headrace status", 1)[1], out
+    assert "the newest 5 one-minute windows" in out, out
+    versions = subprocess.run(["bash", "-c", "command -v kubectl headrace uv"], env={"PATH": SYSTEM_PATH},
+                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    assert versions == [str(tools.tool_dir() / name) for name in ("kubectl", "headrace", "uv")], versions
+    topic = scenario.ClickTopic(e2e.kafka_bootstrap, quickstart.TOPIC).resume()
+    assert topic.first >= before + 20 * scenario.EVENTS_PER_FILE, "make clicks ran twice: 2 x 10 chunks produced"
+    example.wait(lambda: example.app()["spec"]["executor"]["instances"] == 2, 30, "the scale to 2 executors")

@@ -3,7 +3,9 @@ that enforces the `restricted` Pod Security Standard (its data on a PersistentVo
 type that standard allows); a spec asking for host access is refused naming the field and no driver
 starts; the permission matrix of the operator's, the driver's and an executor's ServiceAccount is
 printed and checked with `kubectl auth can-i`; a foreign pod finds the control endpoint served only over
-TLS with the app's certificate and is refused without the token, and cannot join as an executor."""
+TLS with the app's certificate and is refused without the token, and cannot join as an executor. And (issue 24)
+the example runs as OpenShift's restricted-v2 runs pods: an arbitrary uid with no passwd entry, group 0, an
+fsGroup, on the read-only root filesystem; it checkpoints and commits batches as that uid."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +78,14 @@ def _volume_for(core: client.CoreV1Api, namespace: str, data: Path) -> None:
     core.create_namespaced_persistent_volume_claim(namespace, claim)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def restricted_app(e2e: E2E) -> Iterator[scenario.AppHandle]:
+@contextmanager
+def _app_in_restricted_namespace(
+    e2e: E2E, prefix: str, pod_template: dict[str, Any] | None = None
+) -> Iterator[scenario.AppHandle]:
+    """The example in a new namespace enforcing `restricted`, its data on a PersistentVolumeClaim, both pods
+    merged with `pod_template`; the namespace and the volume are deleted afterwards."""
     with e2e.api_client() as api:
-        namespace = create_namespace(api, "restricted")
+        namespace = create_namespace(api, prefix)
         core = client.CoreV1Api(api)
         core.patch_namespace(namespace, {"metadata": {"labels": RESTRICTED}})
         data = scenario.prepare_data_dir(e2e.data_root, namespace)
@@ -89,6 +96,9 @@ def restricted_app(e2e: E2E) -> Iterator[scenario.AppHandle]:
                 handle.input.next_file()
             manifest = scenario.windowed_counts_manifest(data)
             manifest["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+            if pod_template is not None:
+                for role in ("driver", "executor"):
+                    manifest["spec"][role]["podTemplate"] = pod_template
             path = data / "streamingapp.yaml"
             path.write_text(yaml.safe_dump(manifest))
             e2e.kubectl("apply", "-n", namespace, "-f", str(path))
@@ -96,6 +106,12 @@ def restricted_app(e2e: E2E) -> Iterator[scenario.AppHandle]:
         finally:
             delete_namespace(api, namespace)
             core.delete_persistent_volume(f"{namespace}-data")
+
+
+@pytest.fixture(scope="module")
+def restricted_app(e2e: E2E) -> Iterator[scenario.AppHandle]:
+    with _app_in_restricted_namespace(e2e, "restricted") as handle:
+        yield handle
 
 
 def _print_pod_logs(app: scenario.AppHandle) -> None:
@@ -310,3 +326,35 @@ def test_a_foreign_pod_cannot_call_the_control_endpoint_or_join_as_an_executor(
     assert result["executor_exit"] not in (0, "timeout"), result["executor_output"][-1500:]
     assert "Connection refused" not in result["executor_output"]
     assert app.status().get("progress", {}).get("registeredExecutors", 1) <= 1
+
+
+# What OpenShift's restricted-v2 SCC gives a pod: a uid from the namespace's range (no passwd entry in any image),
+# group 0, and the range's first uid as fsGroup.
+ARBITRARY_UID = 1000870000
+ARBITRARY_UID_TEMPLATE = {"spec": {"securityContext": {"runAsUser": ARBITRARY_UID, "fsGroup": ARBITRARY_UID}}}
+
+
+def test_the_example_runs_under_an_arbitrary_uid_with_no_passwd_entry(e2e: E2E) -> None:
+    started = time.monotonic()
+    with _app_in_restricted_namespace(e2e, "arbitrary-uid", ARBITRARY_UID_TEMPLATE) as app:
+        try:
+            (driver,) = app.wait(lambda: app.running(names.ROLE_DRIVER), 300, "the driver pod to run")
+            (executor, *_) = app.wait(lambda: app.running(names.ROLE_EXECUTOR), 300, "an executor pod to run")
+            app.wait(lambda: len(app.commits()) >= 3, 300, "three committed batches")
+        except Exception:
+            print(app.diagnostics())
+            _print_pod_logs(app)
+            raise
+        print(f"uid {ARBITRARY_UID}: apply -> third committed batch {time.monotonic() - started:.1f}s")
+        for pod in (driver, executor):
+            assert pod.spec.security_context.run_as_user == ARBITRARY_UID, pod.metadata.name
+            assert pod.spec.security_context.fs_group == ARBITRARY_UID, pod.metadata.name
+            (container,) = pod.spec.containers
+            assert container.security_context.read_only_root_filesystem is True
+        # The checkpoint's files and the output were written by that uid (the data directory is the node's).
+        owners = {path.stat().st_uid for path in app.commits()}
+        owners |= {path.stat().st_uid for path in (app.data / "output").rglob("*") if path.is_file()}
+        assert owners == {ARBITRARY_UID}, owners
+        log = app.core.read_namespaced_pod_log(driver.metadata.name, app.namespace)
+        assert "Invalid UID" not in log and "invalid null input" not in log
+        assert app.status().get("restarts", {}).get("total", 0) == 0, app.status()

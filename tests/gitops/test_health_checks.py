@@ -6,17 +6,17 @@ have the shape the operator really writes; a second table takes statuses from th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus, StreamingSavepointStatus
+from headrace.api.models import RestartPolicy, StreamingAppSpec, StreamingAppStatus, StreamingSavepointStatus
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.planner import AppView, decide
 
-from .lua import INTERPRETERS, assess, to_lua
+from .lua import INTERPRETERS, NOW_DEFAULT, assess, to_lua
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "headrace"
 APP_SCRIPT = CHART / "argocd" / "streamingapp.lua"
@@ -139,6 +139,23 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "Suspended",
         "savepoint sp-1",
     ),
+    "failing at start": (
+        app(
+            app_status(
+                "Restarting",
+                condition("Ready", "False", "ScriptExited", "the script exited with 2"),
+                condition("Progressing", "True", "Restarting", "next attempt in 8s"),
+                condition("Degraded", "True", "StartupFailing", "the script exited with 2, the exit code of a usage"),
+            )
+        ),
+        "Degraded",
+        "StartupFailing",
+    ),
+    "the next doomed driver runs": (
+        app(app_status("Running", READY, condition("Degraded", "True", "StartupFailing", "does not compile"))),
+        "Degraded",
+        "does not compile",
+    ),
 }
 
 
@@ -157,6 +174,46 @@ def test_streaming_app_health(case: str, interpreter: str, tmp_path: Path) -> No
     status, message = assess(APP_SCRIPT, resource, tmp_path, interpreter)
     assert status == expected_status, message
     assert expected_text in message
+
+
+GRACE = timedelta(seconds=600)  # the script's DEGRADED_GRACE_SECONDS (the chart's default)
+TRANSITION = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)  # NOW, when the fixtures' conditions last changed
+ZONES = ["UTC", "Asia/Kolkata", "America/New_York", "Pacific/Chatham"]  # the Argo CD controller's TZ
+
+# (case of APP_CASES, health past the grace period)
+PAST_GRACE: dict[str, tuple[str, str]] = {
+    "restarting after a failure": ("Degraded", "Degraded for more than 600s since 2026-11-21T12:00:00Z"),
+    "running, recent restarts": ("Degraded", "RecentRestarts"),
+    "running and ready": ("Healthy", "DriverRunning"),  # Degraded False: no grace period applies
+    "suspended": ("Suspended", "savepoint sp-1"),
+    "failing at start": ("Degraded", "StartupFailing"),
+}
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("case", PAST_GRACE, ids=list(PAST_GRACE))
+def test_degraded_for_longer_than_the_grace_period(case: str, zone: str, interpreter: str, tmp_path: Path) -> None:
+    """Within the grace period a restarting app is Progressing; a second past it, Degraded, whatever the time
+    zone of the controller (Argo CD's os.date formats an explicit time in it)."""
+    resource, within_status, _ = APP_CASES[case]
+    just_within = assess(APP_SCRIPT, resource, tmp_path, interpreter, now=TRANSITION + GRACE - timedelta(seconds=1),
+                         zone=zone)  # fmt: skip
+    assert just_within[0] == within_status, just_within
+    status, message = assess(APP_SCRIPT, resource, tmp_path, interpreter, now=TRANSITION + GRACE + timedelta(seconds=1),
+                             zone=zone)  # fmt: skip
+    assert (status, PAST_GRACE[case][1] in message) == (PAST_GRACE[case][0], True), message
+
+
+def test_sub_second_transition_times_count_from_their_second(tmp_path: Path) -> None:
+    degraded = condition("Degraded", "True", "DriverFailed", "exit code 1")
+    degraded["lastTransitionTime"] = "2026-11-21T12:00:00.734512Z"  # what the operator writes (format_time)
+    resource = app(app_status("Restarting", degraded))
+    assert assess(APP_SCRIPT, resource, tmp_path, now=TRANSITION + GRACE - timedelta(seconds=1))[0] == "Progressing"
+    assert assess(APP_SCRIPT, resource, tmp_path, now=TRANSITION + GRACE + timedelta(seconds=1))[0] == "Degraded"
+
+
+def test_the_default_clock_is_within_the_grace_period() -> None:
+    assert TRANSITION < NOW_DEFAULT < TRANSITION + GRACE
 
 
 def _savepoint(status: dict[str, Any] | None, generation: int = 1) -> dict[str, Any]:
@@ -229,7 +286,10 @@ def _planner_statuses() -> dict[str, tuple[StreamingAppStatus, str]]:
     )
     invalid = SPEC.model_copy(update={"sparkConf": {"spark.master": "local[2]"}})
     refused = _planned(running, _pod(1, "Running", running_since=T0, ip="10.0.0.9"), spec=invalid)
+    usage = _pod(1, "Failed", exit_code=1, reason="ScriptExited", message="the script exited with 2")
+    startup = _planned(deploying, usage, spec=SPEC.model_copy(update={"restartPolicy": RestartPolicy()}))
     return {
+        "failing at start": (startup, "Degraded"),
         "deploying": (deploying, "Progressing"),
         "running": (running, "Healthy"),
         "restarting": (restarting, "Progressing"),
@@ -238,7 +298,9 @@ def _planner_statuses() -> dict[str, tuple[StreamingAppStatus, str]]:
     }
 
 
-@pytest.mark.parametrize("case", ["deploying", "running", "restarting", "failed", "invalid update while running"])
+@pytest.mark.parametrize(
+    "case", ["deploying", "running", "restarting", "failed", "invalid update while running", "failing at start"]
+)
 def test_statuses_from_the_planner(case: str, tmp_path: Path) -> None:
     status, expected = _planner_statuses()[case]
     resource = app(status.model_dump(mode="json", exclude_none=True), generation=1)

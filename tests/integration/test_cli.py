@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import yaml
 from kubernetes import client
 from kubernetes.client import ApiClient
 
@@ -15,9 +17,9 @@ from testbed.operator_process import OperatorProcess
 from .kube import app_manifest, create_app, driver_pods, get_app, set_pod_running, wait_for
 
 
-def headrace(plane: ControlPlane, *args: str) -> str:
+def headrace(plane: ControlPlane, *args: str, kubeconfig: Path | None = None) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "headrace.cli", *args, "--kubeconfig", str(plane.kubeconfig)],
+        [sys.executable, "-m", "headrace.cli", *args, "--kubeconfig", str(kubeconfig or plane.kubeconfig)],
         capture_output=True,
         text=True,
         check=True,
@@ -36,8 +38,9 @@ def test_status_rescale_suspend_resume_savepoint(
     table = headrace(control_plane, "status", "-n", namespace)
     assert "cli" in table and "Running" in table and "r1/a1" in table
 
-    headrace(control_plane, "rescale", "cli", "3", "-n", namespace)
+    out = headrace(control_plane, "rescale", "cli", "3", "-n", namespace, "--wait", "--timeout", "30")
     assert get_app(api, namespace, "cli")["spec"]["executor"]["instances"] == 3
+    assert "streamingapp/cli: Running" in out, out  # the operator took the new count (no driver reports any)
 
     headrace(control_plane, "suspend", "cli", "-n", namespace)
     assert get_app(api, namespace, "cli")["spec"]["job"]["state"] == "suspended"
@@ -50,3 +53,18 @@ def test_status_rescale_suspend_resume_savepoint(
         models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, "cli-before-migration"
     )
     assert saved["spec"] == {"appName": "cli", "reason": "manual", "disposeOnDelete": False}  # the schema default
+
+
+def test_the_namespace_comes_from_the_kubeconfig_context(
+    control_plane: ControlPlane, operator: OperatorProcess, api: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """Without -n, the context's namespace, as kubectl takes it."""
+    create_app(api, namespace, app_manifest("here"))
+    document = yaml.safe_load(Path(control_plane.kubeconfig).read_text())
+    for context in document["contexts"]:
+        context["context"]["namespace"] = namespace
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(document))
+    table = headrace(control_plane, "status", kubeconfig=kubeconfig)
+    assert f"{namespace}  here" in table, table
+    assert "here" not in headrace(control_plane, "status")  # the plain kubeconfig's context: namespace default

@@ -59,6 +59,19 @@ INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
     ("bad-window", {"restartPolicy": {"window": "forever"}}, ["spec.restartPolicy.window", "should match"]),
     ("bad-memory", {"driver": {"memory": "lots"}}, ["spec.driver.memory", "should match"]),
     ("unknown-field", {"paralelism": 4}, ['unknown field "spec.paralelism"']),
+    ("autoscaler-mode", {"autoscaler": {"mode": "on"}}, ["spec.autoscaler.mode", "Unsupported value", "passive"]),
+    (
+        "autoscaler-bounds-inverted",
+        {"autoscaler": {"minExecutors": 5, "maxExecutors": 2}},
+        ["spec.autoscaler.minExecutors", "at most autoscaler.maxExecutors"],
+    ),
+    (
+        "autoscaler-band-below-zero",
+        {"autoscaler": {"targetUtilization": 0.3, "utilizationBoundary": 0.4}},
+        ["spec.autoscaler.utilizationBoundary", "below autoscaler.targetUtilization"],
+    ),
+    ("autoscaler-window", {"autoscaler": {"metricsWindow": "3 minutes"}}, ["spec.autoscaler.metricsWindow"]),
+    ("autoscaler-quota", {"autoscaler": {"quota": {"maxMemory": "lots"}}}, ["spec.autoscaler.quota.maxMemory"]),
 ]
 
 

@@ -36,3 +36,25 @@ def test_calls_without_a_read_answer_reuse_one_connection(kube_api: ApiClient, n
     assert opened <= 1, f"{opened} connections opened for {CALLS * 4} sequential calls"
     names = {item.metadata.name for item in kube.core.list_namespaced_config_map(namespace).items}
     assert {f"c{index}" for index in range(CALLS)} <= names
+
+
+def _account(namespace: str, uid: str, annotations: dict[str, str]) -> dict[str, Any]:
+    owner = {"apiVersion": "headrace.dev/v1alpha1", "kind": "StreamingApp", "name": "clicks", "uid": uid}
+    metadata = {"name": "clicks-spark", "namespace": namespace, "labels": {"team": "a"}, "ownerReferences": [owner]}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**metadata, "annotations": annotations}}
+
+
+def test_an_existing_account_of_the_app_gets_the_metadata_rendered_now(kube_api: ApiClient, namespace: str) -> None:
+    """spec.serviceAccount.annotations changed on a running app: the next ensure replaces the account's
+    annotations and labels (a removed one goes); an account of that name the app does not own is left alone."""
+    kube = KubeClient(kube_api)
+    role = {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/a", "other": "x"}
+    assert kube.create(_account(namespace, "uid-1", role)) is not None
+    changed = {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/b"}
+    assert kube.create(_account(namespace, "uid-1", changed)) is None  # it existed
+    stored = kube.core.read_namespaced_service_account("clicks-spark", namespace)
+    assert stored.metadata.annotations == changed
+    assert stored.metadata.labels == {"team": "a"}
+    kube.create(_account(namespace, "uid-2", {"foreign": "y"}))  # another owner's: a failed test, nothing changed
+    stored = kube.core.read_namespaced_service_account("clicks-spark", namespace)
+    assert stored.metadata.annotations == changed

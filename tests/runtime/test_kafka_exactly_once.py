@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,11 @@ class Job:
 
     def start(self) -> None:
         self.attempt += 1
+        self.control_port = procs.free_port()
         env = {
             **self.env,
             contract.ENV_ATTEMPT: str(self.attempt),
-            contract.ENV_CONTROL_PORT: str(procs.free_port()),
+            contract.ENV_CONTROL_PORT: str(self.control_port),
             contract.ENV_METRICS_PORT: str(procs.free_port()),
         }
         with (self.workdir / f"attempt-{self.attempt}.log").open("wb") as log:
@@ -132,6 +134,16 @@ class Job:
                 env=env,
                 start_new_session=True,
             )
+
+    def status(self) -> dict[str, Any]:
+        """The runtime's status document (its control endpoint, token "t")."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.control_port}{contract.PATH_STATUS}")
+        request.add_header("Authorization", "Bearer t")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+                return json.loads(response.read())  # type: ignore[no-any-return]
+        except OSError:
+            return {}  # not serving yet
 
     def kill(self) -> None:
         if self.process is not None:
@@ -229,6 +241,41 @@ def test_kafka_windowed_counts_exactly_once_across_sigkills(
     assert sink(reader_spark, output / "tumbling") == as_rows(tumbling)
     assert sink(reader_spark, output / "sliding") == as_rows(sliding)
     assert sum(v for _, _, v in sink(reader_spark, output / "tumbling")) == EVENTS
+
+
+def test_status_reports_kafka_partitions_backlog_and_trigger(
+    kafka_broker: KafkaBroker, kafka_jars: list[Path], tmp_path: Path
+) -> None:
+    """The autoscaler's signals from a real Kafka source: the topic's partitions, the backlog a rate limit leaves,
+    the processing-time trigger, and batch totals that add up the rows read."""
+    topic = f"signals-{time.time_ns() % 100_000}"
+    kafka_broker.create_topic(topic, partitions=3)
+    kafka_broker.produce(topic, [(e["user_id"], json.dumps(e)) for e in events(7)[:6000]])
+    args = ["--source", "kafka", "--bootstrap", kafka_broker.bootstrap_servers, "--topic", topic]
+    args += ["--output", str(tmp_path / "out"), "--trigger-seconds", "2", "--max-offsets-per-trigger", "600"]
+    job = Job(tmp_path, args, kafka_jars)
+    seen: list[dict[str, Any]] = []
+
+    def read_with_backlog() -> bool:
+        queries = job.status().get("queries") or []
+        progressed = [query for query in queries if (query.get("progress") or {}).get("input_rows")]
+        seen[:] = progressed
+        return len(progressed) == 2 and all(query["progress"]["source_backlog"] > 0 for query in progressed)
+
+    try:
+        job.start()
+        job.wait_for(read_with_backlog, 240, "both queries reading with a backlog left", interval=1.0)
+        status = job.status()
+    finally:
+        job.kill()
+    for query in seen:
+        progress, totals = query["progress"], query["totals"]
+        assert progress["source_partitions"] == 3
+        assert 0 < progress["input_rows"] <= 600 and progress["source_backlog"] <= 6000 - progress["input_rows"]
+        assert query["triggerIntervalSeconds"] == 2.0
+        assert totals["inputRows"] >= progress["input_rows"] and totals["busySeconds"] > 0
+        assert progress["state_operators"] == 1
+    assert status["executors"]["cores"] >= 1  # local mode: the local master's threads
 
 
 def test_broker_round_trip_and_cleanup() -> None:

@@ -212,7 +212,9 @@ def test_progress_summary() -> None:
     assert summary.watermark_lag_seconds == 10.0
     assert summary.source_backlog == 10.0
     assert summary.committed_at == "2026-11-21T23:56:40.500Z"
+    assert (summary.source_partitions, summary.state_operators) == (2, 2)
     assert summarize({"batchId": 0}).source_backlog is None
+    assert summarize({"batchId": 0, "sources": [{"latestOffset": '{"logOffset": 4}'}]}).source_partitions is None
 
 
 EPOCH = "1970-01-01T00:00:00.000Z"

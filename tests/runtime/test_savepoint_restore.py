@@ -15,6 +15,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,9 @@ def first_run(workspace: Workspace) -> Workspace:
         process.start()
         process.wait_until(lambda: len(commits(checkpoint)) >= 3, 300, "three commits")
         observed = workspace.observations
-        observed["rescale"] = [rescale(process, 1), rescale(process, 2)]
+        observed["rescale"] = [rescale(process, 1)]
+        observed["rescaled_to_2_at"] = time.time()
+        observed["rescale"].append(rescale(process, 2))
         observed["no_token"] = process.request("GET", contract.PATH_STATUS, token=None)[0]
         observed["wrong_token"] = process.request("POST", contract.PATH_SAVEPOINT, {}, token="not-" + TOKEN)[0]
         observed["status"] = process.request("GET", contract.PATH_STATUS)
@@ -268,6 +271,22 @@ def test_control_endpoint_refuses_missing_or_wrong_token(first_run: Workspace) -
     assert query["lastCommittedBatchId"] >= 0
     assert query["progress"]["state_rows"] > 0
     assert {"requested", "registered"} <= status["executors"].keys()
+
+
+def test_status_reports_the_autoscalers_signals(first_run: Workspace) -> None:
+    """Batch totals, the trigger, the executors' cores and since when they are registered (after the rescale)."""
+    observed = first_run.observations
+    _, status = observed["status"]
+    [query] = status["queries"]
+    totals, progress = query["totals"], query["progress"]
+    assert totals["batches"] >= 3 and totals["inputRows"] >= progress["input_rows"] > 0
+    assert totals["busySeconds"] >= progress["duration_ms"] / 1000 > 0
+    assert query["triggerIntervalSeconds"] == 0.0, "the job sets no trigger: batches run back to back"
+    assert (progress["state_operators"], progress["source_partitions"]) == (1, None)  # a file source
+    executors = status["executors"]
+    assert (executors["registered"], executors["cores"]) == (2, 2)  # local-cluster[2,1,1024]
+    since = datetime.fromisoformat(executors["registeredSince"].replace("Z", "+00:00")).timestamp()
+    assert observed["rescaled_to_2_at"] - 1 <= since <= time.time()
 
 
 def test_metrics_endpoint_has_the_series(first_run: Workspace) -> None:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from headrace.core.validation import validate_spec
-from headrace.render import manifests
+from headrace.render import identity, manifests
 
 from .builders import attempt as make_attempt
 from .builders import spec
@@ -36,7 +36,7 @@ def test_s3_settings_become_s3a_conf_and_credentials_secret_refs_in_driver_and_e
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
-    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"] == manifests.ENV_CREDENTIALS_PROVIDER
+    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"] == identity.PROVIDERS["secret"]
     driver = manifests.driver_pod(attempt)["spec"]["containers"][0]
     executor = manifests.executor_pod_template(attempt)["spec"]["containers"][0]
     for container in (driver, executor):

@@ -312,3 +312,133 @@ def test_the_planner_applies_the_apps_policy() -> None:
     assert not any(type(action).__name__ == "EnsureDriver" for action in refused.actions)
     allowed = replace(view(hostpath), policy=TenantPolicy(allowed_volume_types=frozenset({"hostPath"})))
     assert decide(allowed, seen(), T0).status.error is None
+
+
+AUTOSCALER_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("off: the quota is not checked", {"autoscaler__quota": {"maxCores": 1}}, []),
+    (
+        "room for minExecutors: driver 1 + 2 x 2 cores",
+        {"autoscaler": {"mode": "active", "minExecutors": 2, "quota": {"maxCores": 5}}, "executor__cores": 2},
+        [],
+    ),
+    (
+        "no room for minExecutors' cores",
+        {"autoscaler": {"mode": "passive", "minExecutors": 2, "quota": {"maxCores": 4}}, "executor__cores": 2},
+        ["spec.autoscaler.quota.maxCores"],
+    ),
+    (
+        "room for minExecutors' memory: 1g heaps are 1433 MiB pods",
+        {"autoscaler": {"mode": "active", "minExecutors": 1, "quota": {"maxMemory": "2866m"}}},
+        [],
+    ),
+    (
+        "no room for minExecutors' memory",
+        {"autoscaler": {"mode": "active", "minExecutors": 1, "quota": {"maxMemory": "2g"}}},
+        ["spec.autoscaler.quota.maxMemory"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "fields"), AUTOSCALER_CASES, ids=[case[0] for case in AUTOSCALER_CASES])
+def test_autoscaler_quota_leaves_room_for_min_executors(
+    case: str, overrides: dict[str, Any], fields: list[str]
+) -> None:
+    problems = validate_spec(spec(**overrides))
+    assert _fields(problems) == fields, case
+    for problem in problems:
+        assert "minExecutors" in problem.message and "raise" in problem.message
+
+
+ROLE = {"roleArn": "arn:aws:iam::123456789012:role/clicks"}
+KEYS = {"name": "keys"}
+IDENTITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("secret by its block", {"state__s3": {"credentialsSecret": KEYS}}, []),
+    ("web identity by its block", {"state__s3": {"webIdentity": ROLE}}, []),
+    ("default", {"state__s3": {"credentialsMode": "default"}}, []),
+    ("secret without one", {"state__s3": {"credentialsMode": "secret"}}, ["spec.state.s3.credentialsSecret"]),
+    ("web identity without a role", {"state__s3": {"credentialsMode": "webIdentity"}}, ["spec.state.s3.webIdentity"]),
+    (
+        "both blocks, no mode",
+        {"state__s3": {"credentialsSecret": KEYS, "webIdentity": ROLE}},
+        ["spec.state.s3.credentialsMode"],
+    ),
+    (
+        "default with a secret",
+        {"state__s3": {"credentialsMode": "default", "credentialsSecret": KEYS}},
+        ["spec.state.s3.credentialsSecret"],
+    ),
+    (
+        "web identity with a secret",
+        {"state__s3": {"credentialsMode": "webIdentity", "webIdentity": ROLE, "credentialsSecret": KEYS}},
+        ["spec.state.s3.credentialsSecret"],
+    ),
+    (
+        "secret with a role",
+        {"state__s3": {"credentialsMode": "secret", "credentialsSecret": KEYS, "webIdentity": ROLE}},
+        ["spec.state.s3.webIdentity"],
+    ),
+    (
+        "a driver env entry replacing the web identity's",
+        {"state__s3": {"webIdentity": ROLE}, "driver__env": [{"name": "AWS_ROLE_ARN", "value": "x"}]},
+        ["spec.driver.env[0].name"],
+    ),
+    (
+        "AWS_ROLE_ARN with a secret is the user's business",
+        {"state__s3": {"credentialsSecret": KEYS}, "driver__env": [{"name": "AWS_ROLE_ARN", "value": "x"}]},
+        [],
+    ),
+    ("annotations on the accounts Headrace makes", {"serviceAccount": {"annotations": {"iam.gke.io/x": "y"}}}, []),
+    (
+        "annotations with the user's own account",
+        {"serviceAccountName": "spark", "serviceAccount": {"annotations": {"iam.gke.io/x": "y"}}},
+        ["spec.serviceAccount.annotations"],
+    ),
+    (
+        "two different names",
+        {"serviceAccountName": "a", "serviceAccount": {"name": "b"}},
+        ["spec.serviceAccount.name", "spec.serviceAccount.name"],
+    ),
+    ("the operator's label", {"serviceAccount": {"labels": {"headrace.dev/app": "x"}}}, ["spec.serviceAccount.labels"]),
+    ("a bad label value", {"serviceAccount": {"labels": {"team": "a b"}}}, ["spec.serviceAccount.labels"]),
+    ("a bad annotation key", {"serviceAccount": {"annotations": {"a b": "x"}}}, ["spec.serviceAccount.annotations"]),
+    ("a GPU", {"executor__extendedResources": {"nvidia.com/gpu": "1"}}, []),
+    ("hugepages", {"driver__extendedResources": {"hugepages-2Mi": "1Gi"}}, []),
+    ("cpu as extended", {"executor__extendedResources": {"cpu": "2"}}, ["spec.executor.extendedResources"]),
+    ("an unprefixed resource", {"driver__extendedResources": {"gpu": "1"}}, ["spec.driver.extendedResources"]),
+    (
+        "Exists with a value",
+        {"driver__tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]},
+        ["spec.driver.tolerations[0].value"],
+    ),
+    (
+        "tolerationSeconds without NoExecute",
+        {"executor__tolerations": [{"key": "k", "tolerationSeconds": 30}]},
+        ["spec.executor.tolerations[0].tolerationSeconds"],
+    ),
+    ("a bad node selector", {"executor__nodeSelector": {"pool": "a/b"}}, ["spec.executor.nodeSelector"]),
+    (
+        "memory overhead in sparkConf",
+        {"sparkConf": {"spark.executor.memoryOverhead": "1g"}},
+        ['spec.sparkConf["spark.executor.memoryOverhead"]'],
+    ),
+    (
+        "pull secrets in sparkConf",
+        {"sparkConf": {"spark.kubernetes.container.image.pullSecrets": "r"}},
+        ['spec.sparkConf["spark.kubernetes.container.image.pullSecrets"]'],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "overrides", "fields"), IDENTITY_CASES, ids=[row[0] for row in IDENTITY_CASES])
+def test_identity_credentials_and_scheduling(case: str, overrides: dict[str, Any], fields: list[str]) -> None:
+    problems = validate_spec(spec(**overrides), TenantPolicy(service_accounts=frozenset({"a", "spark"})))
+    assert len(problems) == len(fields), problems
+    for problem, field in zip(problems, fields, strict=True):
+        assert problem.field.startswith(field), problems  # (a key of a map follows in brackets)
+        assert "; " in problem.message or "use" in problem.message, problem  # says what to do
+
+
+def test_a_policy_refusal_names_the_field_the_account_was_set_in() -> None:
+    problems = validate_spec(spec(serviceAccount={"name": "admin"}))
+    assert _fields(problems) == ["spec.serviceAccount.name"]
+    assert "tenantPolicy.serviceAccounts" in problems[0].message

@@ -1,21 +1,27 @@
 -- Argo CD health check of headrace.dev/StreamingApp.
 -- Argo CD runs it with the object in the global `obj` and reads the returned table.
--- Written for Lua 5.1 (Argo CD embeds gopher-lua); tests also run it on Lua 5.4.
+-- Written for Lua 5.1 as Argo CD runs it (gopher-lua without the standard libraries: base, table and an `os`
+-- with only time and date, no string library); tests run it so on Lua 5.1 and 5.4.
 --   Healthy     phase Running with Ready True, or phase Completed
 --   Progressing the operator has not observed the latest generation yet, or phase Deploying,
 --               Upgrading, Restarting, Savepointing, Rescaling (or Running while not Ready yet)
 --   Degraded    phase Failed or RolledBack, or Degraded True with a reason saying the desired spec is
 --               not applied: InvalidSpec, UpgradeRefused, UpgradeNotRetried, RestoreSourceMissing,
---               or that restarts exceeded their budget and slowed down: RestartsExhausted
+--               that restarts exceeded their budget and slowed down: RestartsExhausted, or that the app
+--               keeps failing before its first committed batch: StartupFailing;
+--               or Degraded True (any reason) for longer than DEGRADED_GRACE_SECONDS
 --   Suspended   phase Suspended
 local hs = {}
+
+-- The chart sets it from argocd.healthChecks.degradedGraceSeconds.
+local DEGRADED_GRACE_SECONDS = 600
 
 local PROGRESSING_PHASES = {
   Deploying = true, Upgrading = true, Restarting = true, Savepointing = true, Rescaling = true,
 }
-local REFUSED_SPEC_REASONS = {
+local DEGRADED_REASONS = {
   InvalidSpec = true, UpgradeRefused = true, UpgradeNotRetried = true, RestoreSourceMissing = true,
-  RestartsExhausted = true,
+  RestartsExhausted = true, StartupFailing = true,
 }
 
 local function find_condition(status, condition_type)
@@ -28,6 +34,29 @@ local function find_condition(status, condition_type)
     end
   end
   return nil
+end
+
+local STAMP = "%Y-%m-%dT%H:%M:%SZ"
+
+-- A time (seconds since the epoch) as Kubernetes writes one ("2026-11-21T12:00:00Z"). Argo CD's os.date
+-- formats an explicit time in the controller's local zone even after "!": then the local offset is
+-- taken off first.
+local function utc_stamp(epoch)
+  if os.date("!%H:%M", 0) == "00:00" then
+    return os.date("!" .. STAMP, epoch)
+  end
+  local offset = os.time() - os.time(os.date("!*t"))
+  return os.date(STAMP, epoch - offset)
+end
+
+-- Whether a condition changed status more than `seconds` ago. Without a string library the time is not
+-- parsed: stamps of one fixed UTC format compare in time order as strings.
+local function older_than(condition, seconds)
+  local stamp = condition.lastTransitionTime
+  if type(stamp) ~= "string" or os == nil or os.time == nil or os.date == nil then
+    return false
+  end
+  return stamp < utc_stamp(os.time() - seconds)
 end
 
 local function describe(condition)
@@ -76,8 +105,16 @@ local function assess(app)
   if phase == "Failed" or phase == "RolledBack" then
     return result("Degraded", phase, degraded or ready)
   end
-  if degraded ~= nil and degraded.status == "True" and REFUSED_SPEC_REASONS[degraded.reason] then
-    return result("Degraded", phase, degraded)
+  if degraded ~= nil and degraded.status == "True" then
+    if DEGRADED_REASONS[degraded.reason] then
+      return result("Degraded", phase, degraded)
+    end
+    if phase ~= "Suspended" and older_than(degraded, DEGRADED_GRACE_SECONDS) then
+      hs.status = "Degraded"
+      hs.message = "phase " .. tostring(phase) .. "; Degraded for more than " .. DEGRADED_GRACE_SECONDS
+        .. "s since " .. degraded.lastTransitionTime .. ": " .. describe(degraded)
+      return hs
+    end
   end
   if phase == "Suspended" then
     return result("Suspended", phase, ready)

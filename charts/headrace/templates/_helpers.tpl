@@ -86,7 +86,7 @@ code needs (no more), and the real API server's authorizer that they suffice.
   verbs: [create, get, patch]
 - apiGroups: [""]
   resources: [serviceaccounts]
-  verbs: [create]
+  verbs: [create, patch]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [create]

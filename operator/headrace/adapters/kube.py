@@ -361,7 +361,31 @@ class KubeClient:
                 what = f"{obj['kind']} {obj['metadata'].get('name', '')}".strip()
                 raise Refused(what, int(error.status), _server_message(error)) from error
             _ignore(HTTP_CONFLICT, error)
+            if obj["kind"] == "ServiceAccount" and not dry_run:
+                self._set_account_metadata(obj)
             return None
+
+    def _set_account_metadata(self, account: dict[str, Any]) -> None:
+        """An existing ServiceAccount the app owns gets the labels and annotations rendered now, as a whole (the
+        user's spec.serviceAccount metadata may have changed, a removed annotation included). One JSON patch whose
+        first operation tests the owner's uid: an account of the same name that the app does not own is left
+        alone (the patch then fails as a whole: 422)."""
+        metadata = account["metadata"]
+        owners = metadata.get("ownerReferences") or [{}]
+        patch = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": owners[0].get("uid")},
+            *[
+                {"op": "add", "path": f"/metadata/{key}", "value": metadata.get(key) or {}}
+                for key in ("labels", "annotations")
+            ],
+        ]
+        try:
+            self.core.patch_namespaced_service_account(
+                metadata["name"], metadata["namespace"], patch, _preload_content=False
+            )
+        except ApiException as error:
+            if error.status not in (*HTTP_REFUSED, HTTP_NOT_FOUND):
+                raise
 
     def read_secret_values(self, namespace: str, name: str) -> dict[str, str] | None:
         """Every decoded value of a Secret, or None when there is no such Secret."""

@@ -60,6 +60,9 @@ def _structural(schema: dict[str, Any]) -> dict[str, Any]:
         del schema["additionalProperties"]
     if schema.get("default") is None:
         schema.pop("default", None)
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(schema.get(exclusive), int | float) and not isinstance(schema[exclusive], bool):
+            schema[bound], schema[exclusive] = schema[exclusive], True  # OpenAPI v3: a flag on the bound
     return schema
 
 

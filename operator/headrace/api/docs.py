@@ -64,7 +64,8 @@ def constraints(schema: dict[str, Any]) -> str:
         parts.append("one of " + ", ".join(_code(item) for item in schema["enum"]))
     for key, label in (("minimum", ">="), ("maximum", "<="), ("minLength", "length >=")):
         if key in schema:
-            parts.append(f"{label} {schema[key]}")
+            exclusive = schema.get({"minimum": "exclusiveMinimum", "maximum": "exclusiveMaximum"}.get(key, ""))
+            parts.append(f"{label.rstrip('=') if exclusive is True else label} {schema[key]}")
     if "pattern" in schema:
         parts.append("matches " + _code(schema["pattern"]))
     return "; ".join(parts)

@@ -41,6 +41,7 @@ def change(kind: ChangeKind) -> Any:
 DURATION_PATTERN = r"^([0-9]+(ms|s|m|h|d))+$"
 MEMORY_PATTERN = r"^[0-9]+[kKmMgGtT]?$"
 URI_PATTERN = r"^[a-zA-Z][a-zA-Z0-9+.-]*://.+$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, examples=["30s", "5m", "1h30m"])]
 
 
@@ -77,7 +78,69 @@ class Application(Model):
     )
 
 
-class DriverSpec(Model):
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, examples=["10Gi", "1", "500m"])]
+
+
+class Toleration(Model):
+    """A core/v1 Toleration: lets the pod schedule onto nodes with a matching taint."""
+
+    key: Annotated[str | None, Field(description="The taint key; empty with operator Exists matches every taint.")] = (
+        None
+    )
+    operator: Annotated[Literal["Exists", "Equal"], Field(description="Exists or Equal (to `value`).")] = "Equal"
+    value: Annotated[str | None, Field(description="The taint value for operator Equal.")] = None
+    effect: Annotated[
+        Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None,
+        Field(description="The taint effect to match; unset matches every effect."),
+    ] = None
+    tolerationSeconds: Annotated[
+        int | None, Field(description="With effect NoExecute: how long the pod stays bound after the taint appears.")
+    ] = None
+
+
+class PodScheduling(Model):
+    """Typed scheduling and resources of one kind of pod (driver or executors). Rendered into the pod; a
+    podTemplate still merges over it, the typed fields winning on conflict."""
+
+    memoryOverhead: Annotated[
+        str | None,
+        Field(
+            pattern=MEMORY_PATTERN,
+            description="Non-heap memory of the container (Python, off-heap, RocksDB), e.g. 1g; the pod's memory "
+            "request and limit are memory + memoryOverhead. Unset: 40% of memory, at least 384m.",
+        ),
+    ] = None
+    ephemeralStorage: Annotated[
+        Quantity | None,
+        Field(
+            description="Local disk of the pod (its scratch directory holds Spark's shuffle and spill files), as "
+            "a Kubernetes quantity (e.g. 20Gi), requested and set as the limit."
+        ),
+    ] = None
+    extendedResources: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description='Extended resources of the container, e.g. {nvidia.com/gpu: "1"}: requested and set as the '
+        "limit (Kubernetes requires both equal). cpu, memory and ephemeral-storage have their own fields.",
+    )
+    nodeSelector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the pod requires (core/v1 PodSpec.nodeSelector)."
+    )
+    tolerations: list[Toleration] = Field(default_factory=list, description="Taints the pod tolerates.")
+    affinity: FreeForm | None = Field(
+        default=None, description="Node and pod (anti-)affinity, a core/v1 Affinity object (PodSpec.affinity)."
+    )
+    topologySpreadConstraints: list[FreeForm] = Field(
+        default_factory=list,
+        description="core/v1 TopologySpreadConstraint objects: how the pods spread over zones or nodes (the "
+        "labelSelector usually names headrace.dev/app and headrace.dev/role).",
+    )
+    priorityClassName: Annotated[
+        str | None, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="The pod's PriorityClass.")
+    ] = None
+
+
+class DriverSpec(PodScheduling):
     """Resources and pod customisation of the driver pod."""
 
     cores: Annotated[int, Field(ge=1, le=64, description="Spark driver cores.")] = 1
@@ -92,7 +155,7 @@ class DriverSpec(Model):
     )
 
 
-class ExecutorSpec(Model):
+class ExecutorSpec(PodScheduling):
     """Spark executors: the task slots of the job (Flink's TaskManagers)."""
 
     instances: Annotated[
@@ -111,7 +174,6 @@ class ExecutorSpec(Model):
     )
 
 
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]{1,253}$"
 
 
@@ -136,6 +198,38 @@ class S3CredentialsSecret(Model):
     ] = "secretAccessKey"
 
 
+CredentialsMode = Literal["secret", "webIdentity", "default"]
+
+
+class WebIdentity(Model):
+    """A role assumed with the pod's own ServiceAccount token (STS AssumeRoleWithWebIdentity). The operator projects
+    a token for `audience` into driver and executors and points the AWS SDK at it (AWS_ROLE_ARN,
+    AWS_WEB_IDENTITY_TOKEN_FILE); the role's trust policy must accept the cluster's ServiceAccount issuer and the
+    pods' ServiceAccounts as subjects."""
+
+    roleArn: Annotated[
+        str,
+        Field(
+            pattern=r"^arn:[a-z0-9-]+:iam::[^:\s]*:role/\S+$",
+            description="The role to assume, e.g. arn:aws:iam::123456789012:role/clicks.",
+        ),
+    ]
+    audience: Annotated[
+        str, Field(min_length=1, max_length=256, description="Audience of the projected token (the STS's client id).")
+    ] = "sts.amazonaws.com"
+    expirationSeconds: Annotated[
+        int, Field(ge=600, le=86400, description="Lifetime of the projected token; the kubelet renews it at 80%.")
+    ] = 3600
+    stsEndpoint: Annotated[
+        str | None,
+        Field(
+            pattern=r"^https?://[^\s/]+(/.*)?$",
+            description="STS endpoint URL (AWS_ENDPOINT_URL_STS), for an STS other than AWS's regional one "
+            "(e.g. MinIO's). Unset: AWS STS of spec.state.s3.region.",
+        ),
+    ] = None
+
+
 class S3Spec(Model):
     """The S3-compatible object store behind s3a:// checkpoint and savepoint URIs (MinIO, Ceph, AWS S3...)."""
 
@@ -156,10 +250,33 @@ class S3Spec(Model):
             "other than AWS need true)."
         ),
     ] = False
+    credentialsMode: Annotated[
+        CredentialsMode | None,
+        Field(
+            description="How driver and executors get credentials for this store. secret: the access key pair of "
+            "credentialsSecret. webIdentity: the pod's ServiceAccount token, projected by the operator and exchanged "
+            "through STS AssumeRoleWithWebIdentity for the role in `webIdentity` (IRSA without its webhook, or any "
+            "OpenID-federated STS). default: the AWS SDK's default chain (environment, a web identity a platform "
+            "webhook injected, EKS Pod Identity, the instance role). Unset: secret when credentialsSecret is set, "
+            "webIdentity when webIdentity is, otherwise the S3A connector's own chain."
+        ),
+    ] = None
     credentialsSecret: Annotated[
         S3CredentialsSecret | None,
-        Field(description="Secret with the access key pair; unset: the connector's default chain (e.g. IAM roles)."),
+        Field(description="Secret with the access key pair (credentialsMode secret)."),
     ] = None
+    webIdentity: Annotated[
+        WebIdentity | None,
+        Field(description="The role and token of credentialsMode webIdentity."),
+    ] = None
+
+    def credentials(self) -> CredentialsMode | None:
+        """credentialsMode, or what the blocks set imply when it is unset (None: the S3A connector's own chain)."""
+        if self.credentialsMode is not None:
+            return self.credentialsMode
+        if self.credentialsSecret is not None:
+            return "secret"
+        return "webIdentity" if self.webIdentity is not None else None
 
 
 class StateSpec(Model):
@@ -302,6 +419,18 @@ class RestartPolicy(Model):
         ),
         change(ChangeKind.IGNORE),
     ] = None
+    startupFailureThreshold: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1000,
+            description="Attempts in a row that fail before their first committed batch after which the app "
+            "reports Degraded StartupFailing with the last error (restarts go on with the backoff). A failure no "
+            "restart can heal (a Python SyntaxError or ImportError, a usage error, a Spark setting Spark refuses) "
+            "reports it at the first such failure.",
+        ),
+        change(ChangeKind.IGNORE),
+    ] = 3
 
 
 class SavepointPolicy(Model):
@@ -393,6 +522,192 @@ class StandbySpec(Model):
     ] = True
 
 
+class LocalObjectReference(Model):
+    """A reference to an object of the app's namespace by name."""
+
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the object.")]
+
+
+class ServiceAccountSpec(Model):
+    """Who driver and executors are to the cluster and to the cloud (workload identity, docs/cloud.md)."""
+
+    name: Annotated[
+        str | None,
+        Field(
+            pattern=DNS_SUBDOMAIN_PATTERN,
+            description="Run driver and executors under this existing ServiceAccount of the app's namespace instead "
+            "of the two Headrace creates. The operator binds it to the driver's Role; executor pods never mount an "
+            "API token, so they get none of its rights. A cluster admin allows it (tenantPolicy.serviceAccounts).",
+        ),
+    ] = None
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="Annotations of the ServiceAccounts Headrace creates, the driver's (<app>-spark) and the "
+        "executors' (<app>-executor): e.g. eks.amazonaws.com/role-arn (IRSA), iam.gke.io/gcp-service-account "
+        "(GKE Workload Identity), azure.workload.identity/client-id (AKS Workload Identity).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of the ServiceAccounts Headrace creates (keys of its own refused)."
+    )
+
+
+class AutoscalerQuota(Model):
+    """Upper bounds on what the autoscaler may give the app, whatever its load (a namespace's budget)."""
+
+    maxCores: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100000,
+            description="Most cores the app may use: spec.driver.cores plus executors times spec.executor.cores. The "
+            "autoscaler never scales beyond it (it says so: QuotaReached); unset: no bound but maxExecutors.",
+        ),
+    ] = None
+    maxMemory: Annotated[
+        str | None,
+        Field(
+            pattern=MEMORY_PATTERN,
+            description="Most memory the app's pods may request, e.g. 64g: the driver pod plus every executor pod, "
+            "each its heap plus the overhead Headrace adds (40%, at least 384 MiB). The autoscaler never scales "
+            "beyond it; unset: no bound but maxExecutors.",
+        ),
+    ] = None
+
+
+class AutoscalerSpec(Model):
+    """Executors that follow the load: rescaled in place (no restart) from the app's own per-batch signals."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.minExecutors) ? self.minExecutors : 1)"
+                    " <= (has(self.maxExecutors) ? self.maxExecutors : 10)",
+                    "message": "autoscaler.minExecutors must be at most autoscaler.maxExecutors: lower minExecutors "
+                    "or raise maxExecutors",
+                    "fieldPath": ".minExecutors",
+                },
+                {
+                    "rule": "(has(self.targetUtilization) ? self.targetUtilization : 0.7)"
+                    " > (has(self.utilizationBoundary) ? self.utilizationBoundary : 0.2)",
+                    "message": "autoscaler.utilizationBoundary must be below autoscaler.targetUtilization (the band "
+                    "targetUtilization +/- utilizationBoundary must stay above 0): lower the boundary",
+                    "fieldPath": ".utilizationBoundary",
+                },
+            ]
+        }
+    )
+
+    mode: Annotated[
+        Literal["off", "passive", "active"],
+        Field(
+            description="off: executors stay at spec.executor.instances. passive: the autoscaler decides but only "
+            "recommends (status, an Event and a metric say what it would do and why). active: it rescales the "
+            "executors in place through the running driver, between minExecutors and maxExecutors, ignoring "
+            "spec.executor.instances while it runs."
+        ),
+    ] = "off"
+    minExecutors: Annotated[
+        int,
+        Field(ge=1, le=1000, description="Fewest executors the autoscaler scales down to."),
+    ] = 1
+    maxExecutors: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=1000,
+            description="Most executors the autoscaler scales up to (also bounded by quota and by what more "
+            "executors can use: the sources' partitions, spec.state.partitions).",
+        ),
+    ] = 10
+    targetUtilization: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=1,
+            description="The share of its capacity the app should be busy with its input: the autoscaler sizes the "
+            "executors so that input rate / processing capacity comes out at this value (the rest is headroom for "
+            "bursts). Capacity is measured from the app's own batches at its current size.",
+        ),
+    ] = 0.7
+    utilizationBoundary: Annotated[
+        float,
+        Field(
+            ge=0,
+            lt=1,
+            description="No action while the utilization stays within targetUtilization +/- this value (the backlog "
+            "to catch up counted in); outside it, the autoscaler computes a new size.",
+        ),
+    ] = 0.2
+    metricsWindow: Annotated[
+        Duration,
+        Field(
+            description="Decisions average the app's batches over this window, and none is taken before it holds "
+            "this much of them at the current size (longer: steadier, slower to follow the load)."
+        ),
+    ] = "3m"
+    stabilizationInterval: Annotated[
+        Duration,
+        Field(
+            description="After the driver starts or the executors change, batches of this long are left out of "
+            "the window (new executors warm up: JIT, connections, caches)."
+        ),
+    ] = "1m"
+    scaleDownDelay: Annotated[
+        Duration,
+        Field(
+            description="A scale-down is taken only once the app has wanted fewer executors for this long without "
+            "a break, to the largest size it wanted meanwhile (load that comes back cancels it)."
+        ),
+    ] = "10m"
+    catchUpDuration: Annotated[
+        Duration,
+        Field(
+            description="Within how long a backlog (Kafka: latest minus committed offsets) should be processed: "
+            "backlog / catchUpDuration is added to the capacity needed, with the input arriving during the "
+            "rescale itself (rescaleTime). 0s: the backlog is not counted."
+        ),
+    ] = "5m"
+    rescaleTime: Annotated[
+        Duration,
+        Field(
+            description="How long a rescale takes until the new executors process (pod start and registration); "
+            "the input arriving meanwhile is counted in the backlog to catch up."
+        ),
+    ] = "30s"
+    maxActionsPerHour: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=60,
+            description="At most this many rescales (and repartitions) in any hour; more are refused "
+            "(RateLimited) until the oldest leaves the hour.",
+        ),
+    ] = 6
+    effectivenessThreshold: Annotated[
+        float,
+        Field(
+            ge=0,
+            le=1,
+            description="A scale-up that raised the processing capacity by less than this share of what it was "
+            "expected to add (while a backlog remained) is ineffective: it is undone and no scale-up beyond the "
+            "earlier size is tried again until the spec changes. 0 turns the detection off.",
+        ),
+    ] = 0.1
+    allowRepartition: Annotated[
+        bool,
+        Field(
+            description="When the executors needed exceed what spec.state.partitions lets them use, active mode may "
+            "change the state partitions itself (a new run through a savepoint and an offline repartition; "
+            "processing pauses). false: it only recommends the partition count (status and Event)."
+        ),
+    ] = False
+    quota: Annotated[
+        AutoscalerQuota,
+        Field(description="Bounds on the app's cores and memory the autoscaler never exceeds."),
+    ] = Field(default_factory=AutoscalerQuota)
+
+
 STREAMING_APP_SPEC_RULES: list[JsonValue] = [
     {
         "rule": "!has(self.upgradeMode) || self.upgradeMode != 'savepoint' || has(self.state.savepointDir)",
@@ -465,6 +780,7 @@ class StreamingAppSpec(Model):
     restoreFrom: Annotated[RestoreFrom | None, change(ChangeKind.IGNORE)] = None
     rollback: Annotated[RollbackPolicy, change(ChangeKind.IGNORE)] = Field(default_factory=RollbackPolicy)
     standby: Annotated[StandbySpec, change(ChangeKind.IGNORE)] = Field(default_factory=StandbySpec)
+    autoscaler: Annotated[AutoscalerSpec, change(ChangeKind.IGNORE)] = Field(default_factory=AutoscalerSpec)
     restartNonce: Annotated[
         int,
         Field(ge=0, description="Change it to restart the driver from the latest checkpoint."),
@@ -472,8 +788,25 @@ class StreamingAppSpec(Model):
     ] = 0
     serviceAccountName: Annotated[
         str | None,
-        Field(description="Use this ServiceAccount for driver and executors instead of the one Headrace creates."),
+        Field(
+            pattern=DNS_SUBDOMAIN_PATTERN,
+            description="Run driver and executors under this existing ServiceAccount instead of the ones Headrace "
+            "creates (the same as serviceAccount.name).",
+        ),
     ] = None
+    serviceAccount: Annotated[
+        ServiceAccountSpec,
+        Field(description="The pods' identity: your own ServiceAccount, or metadata for the ones Headrace creates."),
+    ] = Field(default_factory=ServiceAccountSpec)
+    imagePullSecrets: list[LocalObjectReference] = Field(
+        default_factory=list,
+        description="Secrets of the app's namespace for pulling `image` from a private registry, as [{name: ...}]: "
+        "set on the driver pod and, through Spark, on every executor pod.",
+    )
+
+    def own_service_account(self) -> str | None:
+        """The user's ServiceAccount for driver and executors (serviceAccount.name or serviceAccountName), if any."""
+        return self.serviceAccount.name or self.serviceAccountName
 
 
 # ------------------------------------------------------------------------------------- status --
@@ -527,6 +860,11 @@ class RestartStatus(Model):
     lastFailureReason: str | None = None
     lastFailureMessage: str | None = None
     nextRetryAt: str | None = None
+    startupFailures: int = Field(
+        default=0,
+        description="Attempts in a row that failed before their first committed batch (0 once an attempt commits, or "
+        "runs for restartPolicy.healthyAfter).",
+    )
 
 
 class PendingOperation(Model):

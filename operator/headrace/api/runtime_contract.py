@@ -107,11 +107,24 @@ RuntimePhase = Literal["Standby", "Starting", "Running", "Savepointing", "Stoppi
 SAVEPOINTING_PHASES: Final[frozenset[RuntimePhase]] = frozenset({"Savepointing", "Stopping"})  # or stopping after one
 
 
-class ExecutorCounts(TypedDict):
-    """`executors` of the status document: the executor total last requested, and those registered."""
+class ExecutorCounts(TypedDict, total=False):
+    """`executors` of the status document: the executor total last requested, those registered, their cores (task
+    slots; local mode: the local master's threads), and since when that many have been registered (as the runtime
+    saw it at its status calls and batches; ISO, UTC)."""
 
     requested: int | None
     registered: int | None
+    cores: int | None
+    registeredSince: str | None
+
+
+class QueryTotals(TypedDict):
+    """`queries[].totals` of the status document: what the query's batches added up to in this driver (the
+    autoscaler's signals: the operator takes the differences between two status calls)."""
+
+    batches: int
+    inputRows: int
+    busySeconds: float  # the batches' durations (triggerExecution), summed
 
 
 class LastSavepoint(TypedDict):
@@ -131,6 +144,9 @@ class StatusDocument(TypedDict, total=False):
     attempt: int
     mode: str
     phase: RuntimePhase
+    # per query: key, id, runId, name, checkpoint, managedCheckpoint, active, lastCommittedBatchId, lastCommittedAt,
+    # progress (the last batch's summary: rates, durationMs, source_backlog, source_partitions, state_operators...),
+    # totals (QueryTotals), triggerIntervalSeconds (a processing-time trigger's; 0: back to back; null: other)
     queries: list[dict[str, Any]]
     executors: ExecutorCounts
     restoredFrom: str | None

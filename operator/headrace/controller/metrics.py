@@ -2,7 +2,8 @@
 
 Owns the series and what is remembered between reconciliations only to fill them (each app's phase,
 its lifecycle transition underway); which transition ended, and when it began, is decided in
-`headrace.core.transitions`. The one per-app series, the last batch age, exists only while the app runs.
+`headrace.core.transitions`. The per-app series (restarts and failures at start of each app, while the app exists;
+the last batch age, only while it runs) have the labels namespace and app alone: one series per app, removed with it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,19 @@ class OperatorMetrics:
             ["namespace", "app"],
             registry=self.registry,
         )
+        self.app_restarts = Gauge(
+            "headrace_app_restarts",
+            "Driver restarts of the app so far (status.restarts.total), as of its last reconciliation.",
+            ["namespace", "app"],
+            registry=self.registry,
+        )
+        self.app_startup_failures = Gauge(
+            "headrace_app_startup_failures",
+            "Attempts of the app in a row that failed before their first committed batch "
+            "(status.restarts.startupFailures); Degraded StartupFailing from restartPolicy.startupFailureThreshold on.",
+            ["namespace", "app"],
+            registry=self.registry,
+        )
         for trigger in SAVEPOINT_TRIGGERS:
             self.savepoint_seconds.labels(trigger)
             for savepoint_result in SAVEPOINT_RESULTS:
@@ -120,6 +134,7 @@ class OperatorMetrics:
             self.events.labels(event_type)
         self._phases: dict[tuple[str, str], str] = {}
         self._aged: set[tuple[str, str]] = set()
+        self._known: set[tuple[str, str]] = set()  # apps with per-app series
         self._underway: dict[tuple[str, str], transitions.Underway] = {}
 
     def record_queue_wait(self, lane: Lane, seconds: float) -> None:
@@ -157,12 +172,19 @@ class OperatorMetrics:
         if moved.ended is not None:
             self.transition_seconds.labels(moved.ended.transition).observe(moved.ended.seconds)
         self._record_last_batch_age(key, transitions.last_batch_age(new, now))
+        self.app_restarts.labels(*key).set(new.restarts.total)
+        self.app_startup_failures.labels(*key).set(new.restarts.startupFailures)
+        self._known.add(key)
 
     def forget_app(self, key: tuple[str, str]) -> None:
         """The app is gone: drop its phase, its transition underway and its series."""
         self.record_phase(key, None)
         self._underway.pop(key, None)
         self._record_last_batch_age(key, None)
+        if key in self._known:
+            self._known.discard(key)
+            self.app_restarts.remove(*key)
+            self.app_startup_failures.remove(*key)
 
     def _record_last_batch_age(self, key: tuple[str, str], age: float | None) -> None:
         if age is not None:

@@ -13,6 +13,7 @@ from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.core.observation import (
+    BatchTotals,
     DriverLease,
     DriverPod,
     DriverProgress,
@@ -172,6 +173,47 @@ def _sum(values: list[Any]) -> Any:
     return sum(present) if present else None
 
 
+def _count(value: Any) -> float | None:
+    """A non-negative finite number of the untrusted document, else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
+
+
+def _totals(queries: list[Any]) -> BatchTotals | None:
+    """The queries' batch totals summed (None when a query reports none: a runtime from before them)."""
+    totals = [query.get("totals") for query in queries]
+    if not queries or not all(isinstance(item, dict) for item in totals):
+        return None
+    fields = [[_count(item.get(name)) for item in totals] for name in ("batches", "inputRows", "busySeconds")]
+    if any(value is None for values in fields for value in values):
+        return None
+    batches, rows, busy = (sum(value or 0.0 for value in values) for values in fields)
+    return BatchTotals(batches=int(batches), input_rows=int(rows), busy_seconds=busy)
+
+
+def _scaling_signals(document: contract.StatusDocument) -> dict[str, Any]:
+    """The autoscaler's fields of DriverProgress."""
+    queries: list[Any] = [query for query in document.get("queries") or [] if isinstance(query, dict)]
+    executors: Any = document.get("executors") or {}
+    progress = [query.get("progress") if isinstance(query.get("progress"), dict) else {} for query in queries]
+    partitions = [count for item in progress if (count := _count(item.get("source_partitions"))) is not None]
+    since = executors.get("registeredSince") if isinstance(executors, dict) else None
+    cores = _count(executors.get("cores")) if isinstance(executors, dict) else None
+    try:
+        executors_since = parse_time(since) if isinstance(since, str) else None
+    except ValueError:
+        executors_since = None
+    return {
+        "totals": _totals(queries),
+        "executor_cores": int(cores) if cores is not None else None,
+        "executors_since": executors_since,
+        "source_partitions": int(max(partitions)) if partitions else None,
+        "stateful": any((_count(item.get("state_operators")) or 0) > 0 for item in progress),
+        "back_to_back": any(query.get("triggerIntervalSeconds") == 0 for query in queries),
+    }
+
+
 def _started_at(document: contract.StatusDocument) -> datetime | None:
     stamp = document.get("startedAt")
     try:
@@ -227,6 +269,7 @@ def driver_progress(document: contract.StatusDocument) -> DriverProgress:
         ),
         started_at=_started_at(document),
         phases=_phases(document),
+        **_scaling_signals(document),
     )
 
 

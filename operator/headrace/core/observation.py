@@ -45,6 +45,15 @@ class DriverPod:
 
 
 @dataclass(frozen=True)
+class BatchTotals:
+    """What the driver's batches added up to since it started, summed over its queries."""
+
+    batches: int
+    input_rows: int
+    busy_seconds: float
+
+
+@dataclass(frozen=True)
 class DriverProgress:
     """What the driver's runtime reports about its queries, summed over queries."""
 
@@ -65,6 +74,13 @@ class DriverProgress:
     committed: tuple[tuple[str, int], ...] = ()  # (query key, last committed batch id) per query
     started_at: datetime | None = None  # when the driver process started (the runtime's clock)
     phases: tuple[tuple[str, float], ...] = ()  # start-up phase -> seconds from started_at, in the order reached
+    # the autoscaler's signals
+    totals: BatchTotals | None = None
+    executor_cores: int | None = None  # task slots of the registered executors
+    executors_since: datetime | None = None  # since when that many executors are registered
+    source_partitions: int | None = None  # the most Kafka partitions a query reads
+    stateful: bool = False  # a query keeps state (spec.state.partitions bounds its parallelism)
+    back_to_back: bool = False  # a query runs its batches back to back (no processing-time trigger)
 
     def phase_at(self, phase: str) -> datetime | None:
         """When the driver reached a start-up phase, if it reported it."""

@@ -31,7 +31,7 @@ from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
 from headrace.api.vocabulary import SavepointOperationKind
-from headrace.core import drain, fence, prewarm, savepoints, standby
+from headrace.core import drain, failures, fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     PREVIOUS_RUN,
@@ -329,12 +329,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
         builder.condition("Progressing", "False", "Stable", "")
     restarts = healthy_reset(builder.status.restarts, spec.restartPolicy, running_since=since, now=builder.now)
     builder.status.restarts = restarts
-    if not builder.error_reported and builder.app.status.error is None:
-        if restarts.consecutive == 0:
-            builder.condition("Degraded", "False", "Healthy", "")
-        else:
-            message = f"restarted {restarts.total} times; last failure: {restarts.lastFailureReason}"
-            builder.condition("Degraded", "True", "RecentRestarts", message)
+    _degraded_while_running(builder, spec)
     stable_after = parse_duration(spec.rollback.stableAfter)
     if (builder.now - since).total_seconds() >= stable_after:
         builder.status.lastStableSpec = builder.status.lastReconciledSpec
@@ -348,6 +343,8 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if observation.progress is not None:
         _follow_start_up(builder, run, pod, observation.progress, since)
         builder.status.progress = _summary(observation.progress, builder.status.progress)
+        if builder.status.restarts.startupFailures and failures.committed_in_attempt(builder.status.progress, run):
+            builder.status.restarts = builder.status.restarts.model_copy(update={"startupFailures": 0})
         if _stuck(builder, spec, observation.progress, since):
             timeout = spec.restartPolicy.progressTimeout
             message = f"no batch committed for {timeout} while input waits"
@@ -356,6 +353,21 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if not drain.tend(builder, spec, observation, pod):  # else its node is being drained: it moves off
         _apply_spec_change(builder, spec, observation, pod)
         _converge_when_idle(builder, spec, observation.progress, pod)
+
+
+def _degraded_while_running(builder: Builder, spec: StreamingAppSpec) -> None:
+    """Degraded while a driver runs (unless an error already says why): StartupFailing until an attempt of an app
+    failing at start commits its first batch, RecentRestarts until a driver ran for healthyAfter, else Healthy."""
+    if builder.error_reported or builder.app.status.error is not None:
+        return
+    restarts = builder.status.restarts
+    if startup := failures.startup_failing(restarts, spec.restartPolicy.startupFailureThreshold):
+        builder.condition("Degraded", "True", failures.STARTUP_FAILING, startup)
+    elif restarts.consecutive == 0:
+        builder.condition("Degraded", "False", "Healthy", "")
+    else:
+        message = f"restarted {restarts.total} times; last failure: {restarts.lastFailureReason}"
+        builder.condition("Degraded", "True", "RecentRestarts", message)
 
 
 def _running_message(builder: Builder, run: RunStatus, pod: DriverPod) -> str:
@@ -486,7 +498,10 @@ def _failure(
     (`observation` given), the next attempt starts at once: the standby, promoted once the failed driver is gone."""
     policy = spec.restartPolicy
     restarts, verdict = record_failure(builder.status.restarts, policy, reason=reason, message=message, now=builder.now)
+    committed = failures.committed_in_attempt(builder.status.progress, builder.status.run)
+    restarts = failures.count_startup_failure(restarts, committed=committed)
     builder.status.restarts = restarts
+    startup = failures.startup_failing(restarts, policy.startupFailureThreshold)
     rollback = _rollback_target(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
@@ -494,7 +509,7 @@ def _failure(
     live = pod if pod is not None and not pod.terminated and not pod.deleting else None
     if warm is not None and running is not None and verdict != "give-up" and rollback is None:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")
-        builder.condition("Degraded", "True", reason, message)
+        builder.condition("Degraded", "True", *((failures.STARTUP_FAILING, startup) if startup else (reason, message)))
         if live is not None and grace is not None:  # the new attempt's fence would delete it with the full grace
             builder.actions.append(DeletePod(name=live.name, reason=reason, grace_seconds=grace))
         next_attempt(builder, running, observation or Observation(), why="Restarting")
@@ -532,8 +547,12 @@ def _failure(
         builder.event("RestartsExhausted", slowed, warning=True)
         builder.condition("Degraded", "True", "RestartsExhausted", slowed)
     else:
-        builder.event("DriverFailed", f"{message}; restarting from the latest checkpoint in {delay:g}s", warning=True)
+        headline, _, trace = message.partition("\n")
+        restarting = f"{headline}; restarting from the latest checkpoint in {delay:g}s"
+        builder.event("DriverFailed", failures.event_message(restarting, trace), warning=True)
         builder.condition("Degraded", "True", reason, message)
+    if startup and verdict != "exhausted":  # slowed restarts say so first (both are Degraded to Argo CD)
+        builder.condition("Degraded", "True", failures.STARTUP_FAILING, startup)
     builder.requeue(delay)
     if delay <= 0 and verdict == "restart" and rollback is None and observation is not None and run is not None:
         _restart_now(builder, spec, observation, run)
@@ -579,7 +598,9 @@ def _maybe_leave_terminal_phase(
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if running_spec is not None and classify_change(running_spec, spec) is None:
         return
-    builder.status.restarts = builder.status.restarts.model_copy(update={"consecutive": 0, "failureTimes": []})
+    builder.status.restarts = builder.status.restarts.model_copy(
+        update={"consecutive": 0, "failureTimes": [], "startupFailures": 0}
+    )
     builder.status.failedSpecHash = None
     builder.event("SpecChanged", "the spec changed: starting a new attempt")
     next_attempt(builder, spec, observation, why="Upgrading")

@@ -60,6 +60,7 @@ def record_failure(
         lastFailureReason=reason,
         lastFailureMessage=message,
         nextRetryAt=format_time(now + timedelta(seconds=delay)) if verdict != "give-up" else None,
+        startupFailures=restarts.startupFailures,
     )
     return updated, verdict
 
@@ -72,12 +73,13 @@ def exhausted_why(policy: RestartPolicy) -> str:
 def healthy_reset(
     restarts: RestartStatus, policy: RestartPolicy, *, running_since: datetime, now: datetime
 ) -> RestartStatus:
-    """A driver that ran for `healthyAfter` resets the backoff (the window keeps its history)."""
+    """A driver that ran for `healthyAfter` resets the backoff and the start-up failures in a row, committed batch
+    or not (an idle source may offer none); the window keeps its history."""
     if restarts.consecutive == 0:
         return restarts
     if now - running_since < timedelta(seconds=parse_duration(policy.healthyAfter)):
         return restarts
-    return restarts.model_copy(update={"consecutive": 0})
+    return restarts.model_copy(update={"consecutive": 0, "startupFailures": 0})
 
 
 def restart_begun(previous: StreamingAppStatus, new: StreamingAppStatus) -> bool:

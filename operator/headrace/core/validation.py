@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from headrace.api.models import StreamingAppSpec
+from headrace.api.models import PodScheduling, StreamingAppSpec
 from headrace.api.runtime_contract import USER_SETTABLE_ENV
+from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR, pod_memory_mib, spark_memory_mib
 
 # Spark settings the operator sets itself (render/manifests.py and the runtime in the driver):
 # key -> where the user sets it instead. tests/unit/test_validation.py checks that every key the
@@ -56,7 +57,10 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.hadoop.fs.s3a.endpoint.region": "spec.state.s3.region",
     "spark.hadoop.fs.s3a.path.style.access": "spec.state.s3.pathStyleAccess",
     "spark.hadoop.fs.s3a.connection.ssl.enabled": "spec.state.s3.endpoint (https:// or http://)",
-    "spark.hadoop.fs.s3a.aws.credentials.provider": "spec.state.s3.credentialsSecret",
+    "spark.hadoop.fs.s3a.aws.credentials.provider": "spec.state.s3.credentialsMode",
+    "spark.executor.memoryOverhead": "spec.executor.memoryOverhead",
+    "spark.driver.memoryOverhead": "spec.driver.memoryOverhead (the driver pod's memory is the operator's)",
+    "spark.kubernetes.container.image.pullSecrets": "spec.imagePullSecrets",
 }
 # Suffixes of S3A keys that carry credentials: sparkConf is stored in a ConfigMap, so they are refused
 # (also per bucket, spark.hadoop.fs.s3a.bucket.<name>.<suffix>).
@@ -70,11 +74,26 @@ SECRET_KEY_SUFFIXES = (*S3A_SECRET_SUFFIXES, ".private.key", ".sasl.jaas.config"
 SECRET_KEY_INFIXES = (".account.key.",)  # fs.azure.account.key.<account>.dfs.core.windows.net
 SECRET_LAST_SEGMENTS = ("password", "passwd", "secret", "secretkey", "token", "credential", "credentials", "apikey")
 CONF_FROM_SECRETS = "spec.sparkConfFromSecrets"
-S3_CREDENTIAL_ENV_NAMES = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
+# The environment each S3 credentials mode sets on driver and executors (render/identity.py renders it).
+S3_MODE_ENV: dict[str, frozenset[str]] = {
+    "secret": frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}),
+    "webIdentity": frozenset({"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ENDPOINT_URL_STS", "AWS_REGION"}),
+}
+# Label keys of the operator's own (on the ServiceAccounts it creates too): a user's labels may not set them.
+OWN_LABEL_PREFIXES = ("headrace.dev/", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance")
+# Resources with a typed field of their own, not extendedResources.
+TYPED_RESOURCES = {
+    "cpu": "cores and coreRequest",
+    "memory": "memory and memoryOverhead",
+    "ephemeral-storage": "ephemeralStorage",
+}
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_QUALIFIED_NAME = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 NODE_LOCAL_VOLUME_TYPES = frozenset({"hostPath", "emptyDir"})
 # Whole families of keys the operator owns: prefix -> where the user sets it instead.
 OWNED_SPARK_CONF_PREFIXES: dict[str, str] = {
-    "spark.kubernetes.authenticate.": "spec.serviceAccountName",
+    "spark.kubernetes.authenticate.": "spec.serviceAccount.name",
     "spark.kubernetes.executor.podtemplate": "spec.executor.podTemplate",
     "spark.kubernetes.executor.label.": "the operator (executor labels select an app's pods)",
     "spark.kubernetes.executor.volumes.": "spec.volumes (checked against the cluster's tenant policy)",
@@ -369,7 +388,7 @@ def _pod_template_problems(template: dict[str, Any], where: str, policy: TenantP
     for key in ("serviceAccountName", "serviceAccount", "automountServiceAccountToken"):
         if key in pod_spec:
             problems.append(
-                Problem(f"{where}.{key}", "the operator sets the pods' ServiceAccount; set spec.serviceAccountName")
+                Problem(f"{where}.{key}", "the operator sets the pods' ServiceAccount; set spec.serviceAccount.name")
             )
     if "nodeName" in pod_spec:
         problems.append(Problem(f"{where}.nodeName", "pods are scheduled; use nodeSelector or affinity instead"))
@@ -387,11 +406,11 @@ def _policy_problems(spec: StreamingAppSpec, policy: TenantPolicy) -> list[Probl
     problems += _env_problems([variable.model_dump() for variable in spec.driver.env], "spec.driver.env")
     problems += _pod_template_problems(spec.driver.podTemplate.model_dump(), "spec.driver.podTemplate", policy)
     problems += _pod_template_problems(spec.executor.podTemplate.model_dump(), "spec.executor.podTemplate", policy)
-    account = spec.serviceAccountName
+    account = spec.own_service_account()
     if account is not None and account not in policy.service_accounts:
         problems.append(
             Problem(
-                "spec.serviceAccountName",
+                "spec.serviceAccount.name" if spec.serviceAccount.name else "spec.serviceAccountName",
                 f"{account} is {_allow('serviceAccounts')}; leave it unset to use the ServiceAccount Headrace "
                 "creates for the app",
             )
@@ -463,19 +482,170 @@ def _state_location_problem(spec: StreamingAppSpec, field: str, uri: str, what: 
 
 
 def _s3_problems(spec: StreamingAppSpec) -> list[Problem]:
-    """A credentialsSecret owns the AWS_* variables: a driver env entry would silently replace them."""
+    """The credentials mode agrees with the blocks it uses, and no driver env entry silently replaces what the
+    mode sets."""
     s3 = spec.state.s3
-    if s3 is None or s3.credentialsSecret is None:
+    if s3 is None:
         return []
-    return [
+    where = "spec.state.s3"
+    mode = s3.credentials()
+    problems = []
+    if s3.credentialsMode is None and s3.credentialsSecret is not None and s3.webIdentity is not None:
+        problems.append(
+            Problem(
+                f"{where}.credentialsMode",
+                "both credentialsSecret and webIdentity are set; set credentialsMode "
+                "to the one to use and remove the other",
+            )
+        )
+    elif mode == "secret" and s3.credentialsSecret is None:
+        problems.append(Problem(f"{where}.credentialsSecret", "credentialsMode secret needs credentialsSecret; set it"))
+    elif mode == "webIdentity" and s3.webIdentity is None:
+        problems.append(
+            Problem(f"{where}.webIdentity", "credentialsMode webIdentity needs webIdentity.roleArn; set it")
+        )
+    for block, used_by in (("credentialsSecret", "secret"), ("webIdentity", "webIdentity")):
+        if getattr(s3, block) is not None and s3.credentialsMode not in (None, used_by):
+            problems.append(
+                Problem(
+                    f"{where}.{block}",
+                    f"credentialsMode {s3.credentialsMode} does not use {block}; remove it or set credentialsMode "
+                    f"{used_by}",
+                )
+            )
+    owned = S3_MODE_ENV.get(mode or "", frozenset())
+    problems += [
         Problem(
             f"spec.driver.env[{index}].name",
-            f"{variable.model_extra.get('name')} is set from spec.state.s3.credentialsSecret; remove this entry "
-            "or the credentialsSecret",
+            f"{variable.model_extra.get('name')} is set by {where}.credentialsMode {mode}; remove this entry or "
+            "change the mode",
         )
         for index, variable in enumerate(spec.driver.env)
-        if variable.model_extra and variable.model_extra.get("name") in S3_CREDENTIAL_ENV_NAMES
+        if variable.model_extra and variable.model_extra.get("name") in owned
     ]
+    return problems
+
+
+# --------------------------------------------------------------------------- identity, scheduling --
+
+
+def _metadata_problems(values: dict[str, str], where: str, *, labels: bool) -> list[Problem]:
+    problems = []
+    for key in sorted(values):
+        if not _QUALIFIED_NAME.match(key):
+            problems.append(
+                Problem(
+                    f"{where}[{key!r}]",
+                    "not a valid key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.'; fix the key",
+                )
+            )
+        elif labels and key.startswith(OWN_LABEL_PREFIXES):
+            problems.append(Problem(f"{where}[{key!r}]", f"{key} is the operator's label; use another key"))
+        elif labels and not _LABEL_VALUE.match(values[key]):
+            problems.append(
+                Problem(
+                    f"{where}[{key!r}]",
+                    "not a valid label value: at most 63 letters, digits, '-', '_' or '.'; fix the value",
+                )
+            )
+    return problems
+
+
+def _service_account_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """serviceAccount.name and serviceAccountName agree; metadata only for ServiceAccounts Headrace creates."""
+    account = spec.serviceAccount
+    problems = []
+    if account.name and spec.serviceAccountName and account.name != spec.serviceAccountName:
+        problems.append(
+            Problem(
+                "spec.serviceAccount.name",
+                f"{account.name} differs from spec.serviceAccountName {spec.serviceAccountName}; keep one of the two",
+            )
+        )
+    own = spec.own_service_account()
+    for field in ("annotations", "labels"):
+        if own is not None and getattr(account, field):
+            problems.append(
+                Problem(
+                    f"spec.serviceAccount.{field}",
+                    f"Headrace creates no ServiceAccount when the app runs as {own}; set them on {own} itself or "
+                    "unset its name",
+                )
+            )
+    problems += _metadata_problems(account.annotations, "spec.serviceAccount.annotations", labels=False)
+    problems += _metadata_problems(account.labels, "spec.serviceAccount.labels", labels=True)
+    return problems
+
+
+def _scheduling_problems(scheduling: PodScheduling, where: str) -> list[Problem]:
+    problems = _metadata_problems(scheduling.nodeSelector, f"{where}.nodeSelector", labels=True)
+    for name in sorted(scheduling.extendedResources):
+        at = f"{where}.extendedResources[{name!r}]"
+        if name in TYPED_RESOURCES:
+            problems.append(Problem(at, f"{name} is set by {where}.{TYPED_RESOURCES[name]}; use those fields"))
+        elif not (_QUALIFIED_NAME.match(name) and ("/" in name or name.startswith("hugepages-"))):
+            problems.append(
+                Problem(at, "not an extended resource name: use domain/name (e.g. nvidia.com/gpu) or hugepages-<size>")
+            )
+    for index, toleration in enumerate(scheduling.tolerations):
+        if toleration.operator == "Exists" and toleration.value:
+            problems.append(
+                Problem(f"{where}.tolerations[{index}].value", "operator Exists matches any value; remove value")
+            )
+        if toleration.tolerationSeconds is not None and toleration.effect != "NoExecute":
+            problems.append(
+                Problem(
+                    f"{where}.tolerations[{index}].tolerationSeconds",
+                    "only applies to effect NoExecute; set effect NoExecute or remove it",
+                )
+            )
+    return problems
+
+
+# ----------------------------------------------------------------------------------- autoscaler --
+
+
+def app_cores(spec: StreamingAppSpec, executors: int) -> int:
+    """Cores the app uses with this many executors (the driver's counted in), as spec.autoscaler.quota counts them."""
+    return spec.driver.cores + executors * spec.executor.cores
+
+
+def app_memory_mib(spec: StreamingAppSpec, executors: int) -> int:
+    """MiB the app's pods request with this many executors, as spec.autoscaler.quota counts them."""
+    driver = pod_memory_mib(spec.driver.memory, DRIVER_OVERHEAD_FACTOR, spec.driver.memoryOverhead)
+    executor = pod_memory_mib(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR, spec.executor.memoryOverhead)
+    return driver + executors * executor
+
+
+def _autoscaler_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """The quota must leave room for minExecutors (the CRD's rules check the bounds and the band)."""
+    autoscaler = spec.autoscaler
+    if autoscaler.mode == "off":
+        return []
+    problems = []
+    fewest = autoscaler.minExecutors
+    cores, max_cores = app_cores(spec, fewest), autoscaler.quota.maxCores
+    if max_cores is not None and cores > max_cores:
+        problems.append(
+            Problem(
+                "spec.autoscaler.quota.maxCores",
+                f"{max_cores} cores leave no room for spec.autoscaler.minExecutors: the driver's "
+                f"{spec.driver.cores} plus {fewest} x {spec.executor.cores} are {cores}; raise maxCores to at least "
+                f"{cores} or lower minExecutors",
+            )
+        )
+    if autoscaler.quota.maxMemory is not None:
+        memory, max_memory = app_memory_mib(spec, fewest), spark_memory_mib(autoscaler.quota.maxMemory)
+        if memory > max_memory:
+            problems.append(
+                Problem(
+                    "spec.autoscaler.quota.maxMemory",
+                    f"{autoscaler.quota.maxMemory} ({max_memory} MiB) leaves no room for spec.autoscaler.minExecutors: "
+                    f"the driver pod and {fewest} executor pods request {memory} MiB (heap plus overhead); raise "
+                    f"maxMemory to at least {memory}m or lower minExecutors",
+                )
+            )
+    return problems
 
 
 def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY) -> list[Problem]:
@@ -485,4 +655,8 @@ def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY)
         *_policy_problems(spec, policy),
         *_volume_problems(spec),
         *_s3_problems(spec),
+        *_service_account_problems(spec),
+        *_scheduling_problems(spec.driver, "spec.driver"),
+        *_scheduling_problems(spec.executor, "spec.executor"),
+        *_autoscaler_problems(spec),
     ]

@@ -13,10 +13,10 @@ import yaml
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR
 from headrace.core.validation import spark_conf_problem, spark_key_problem
-from headrace.render import control_tls, security
+from headrace.render import control_tls, identity, scheduling, security
 from headrace.render.merge import merge
-from headrace.render.quantities import pod_memory
 
 CONF_DIR = "/opt/headrace/conf"
 SPARK_DEFAULTS = "spark-defaults.conf"
@@ -26,11 +26,6 @@ EXECUTOR_CONTAINER = "executor"
 TOKEN_KEY = "token"
 COORDINATION = "coordination.k8s.io"
 S3A_PREFIX = "spark.hadoop.fs.s3a."
-AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
-AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
-ENV_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
-DRIVER_OVERHEAD_FACTOR = 0.4  # the driver also runs the Python interpreter of the user's script
-EXECUTOR_OVERHEAD_FACTOR = 0.4  # and executors run Python workers
 
 
 @dataclass(frozen=True)
@@ -75,11 +70,12 @@ def _metadata(name: str, attempt: Attempt, labels: dict[str, str]) -> dict[str, 
 
 
 def _service_account_name(attempt: Attempt) -> str:
-    return attempt.spec.serviceAccountName or names.service_account(attempt.app)
+    return identity.driver_service_account(attempt.app, attempt.spec)
 
 
 def s3a_conf(spec: StreamingAppSpec) -> dict[str, str]:
-    """The S3A connector's non-secret settings from spec.state.s3 (credentials travel as env vars only)."""
+    """The S3A connector's non-secret settings from spec.state.s3, and the provider chain of its credentials mode
+    (credentials travel as env vars or a projected token only)."""
     s3 = spec.state.s3
     if s3 is None:
         return {}
@@ -90,25 +86,7 @@ def s3a_conf(spec: StreamingAppSpec) -> dict[str, str]:
     if s3.endpoint:
         conf[f"{S3A_PREFIX}endpoint"] = s3.endpoint
         conf[f"{S3A_PREFIX}connection.ssl.enabled"] = "true" if s3.endpoint.startswith("https://") else "false"
-    if s3.credentialsSecret is not None:
-        # Only the environment: no instance-metadata lookups when the Secret's keys are missing.
-        conf[f"{S3A_PREFIX}aws.credentials.provider"] = ENV_CREDENTIALS_PROVIDER
-    return conf
-
-
-def s3_credentials_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
-    """AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the referenced Secret (secretKeyRef, never a value)."""
-    s3 = spec.state.s3
-    if s3 is None or s3.credentialsSecret is None:
-        return []
-    secret = s3.credentialsSecret
-    return [
-        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}}
-        for name, key in (
-            (AWS_ACCESS_KEY_ID, secret.accessKeyIdKey),
-            (AWS_SECRET_ACCESS_KEY, secret.secretAccessKeyKey),
-        )
-    ]
+    return {**conf, **identity.s3_provider_conf(spec)}
 
 
 def spark_conf(attempt: Attempt) -> dict[str, str]:
@@ -121,6 +99,9 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         "spark.kubernetes.container.image": spec.image,
         "spark.kubernetes.container.image.pullPolicy": spec.imagePullPolicy,
         "spark.kubernetes.authenticate.driver.serviceAccountName": _service_account_name(attempt),
+        "spark.kubernetes.authenticate.executor.serviceAccountName": identity.executor_service_account(
+            attempt.app, spec
+        ),
         "spark.kubernetes.executor.podNamePrefix": names.executor_prefix(attempt.app, attempt.run, attempt.attempt),
         "spark.kubernetes.executor.podTemplateFile": f"{CONF_DIR}/{EXECUTOR_TEMPLATE}",
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
@@ -144,6 +125,10 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
     conf.update(s3a_conf(spec))
     if spec.executor.coreRequest:
         conf["spark.kubernetes.executor.request.cores"] = spec.executor.coreRequest
+    if spec.executor.memoryOverhead:
+        conf["spark.executor.memoryOverhead"] = spec.executor.memoryOverhead  # Spark sizes the executor pods
+    if spec.imagePullSecrets:  # Spark adds them to every executor pod
+        conf["spark.kubernetes.container.image.pullSecrets"] = ",".join(ref.name for ref in spec.imagePullSecrets)
     if spec.application.packages:
         conf["spark.jars.packages"] = ",".join(spec.application.packages)
     if spec.application.pyFiles:
@@ -177,7 +162,9 @@ def render_spark_defaults(conf: dict[str, str]) -> str:
 
 
 def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
-    """The pod template Spark uses for executors: volumes and mounts, merged with the user's template."""
+    """The pod template Spark uses for executors: volumes and mounts, typed scheduling and resources, merged with
+    the user's template. (Spark sets the memory and CPU request itself, from spark.executor.*, and the image pull
+    secrets, from spark.kubernetes.container.image.pullSecrets.)"""
     spec = attempt.spec
     ours: dict[str, Any] = {
         "apiVersion": "v1",
@@ -187,24 +174,29 @@ def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
             "enableServiceLinks": False,
             "automountServiceAccountToken": False,  # executors never talk to the API server
             "securityContext": security.pod_security_context(),
+            **scheduling.pod_fields(spec.executor),
             "containers": [
                 {
                     "name": EXECUTOR_CONTAINER,
                     "securityContext": security.container_security_context(),
-                    "env": security.executor_env(attempt.app),
-                    "volumeMounts": [*security.volume_mounts(), *[mount.model_dump() for mount in spec.volumeMounts]],
-                    "resources": {
-                        "requests": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
-                        "limits": {"memory": pod_memory(spec.executor.memory, EXECUTOR_OVERHEAD_FACTOR)},
-                    },
+                    "env": [*security.executor_env(attempt.app), *identity.credentials_env(spec)],
+                    "volumeMounts": [
+                        *security.volume_mounts(),
+                        *identity.volume_mounts(spec),
+                        *[mount.model_dump() for mount in spec.volumeMounts],
+                    ],
+                    "resources": scheduling.resources(
+                        spec.executor, spec.executor.memory, None, EXECUTOR_OVERHEAD_FACTOR
+                    ),
                 }
             ],
-            "volumes": [*security.volumes(attempt.app), *[volume.model_dump() for volume in spec.volumes]],
+            "volumes": [
+                *security.volumes(attempt.app),
+                *identity.volumes(spec),
+                *[volume.model_dump() for volume in spec.volumes],
+            ],
         },
     }
-    credentials = s3_credentials_env(spec)
-    if credentials:
-        ours["spec"]["containers"][0]["env"] += credentials
     result: dict[str, Any] = merge(ours, spec.executor.podTemplate.model_dump())
     return result
 
@@ -277,7 +269,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
             "name": contract.ENV_CONTROL_TOKEN,
             "valueFrom": {"secretKeyRef": {"name": names.control_secret(attempt.app), "key": TOKEN_KEY}},
         },
-        *s3_credentials_env(spec),
+        *identity.credentials_env(spec),
         *spark_conf_from_secrets_env(spec),
     ]
     return env + [variable.model_dump() for variable in spec.driver.env]
@@ -288,11 +280,16 @@ def _script_args(attempt: Attempt) -> list[str]:
     return [application.file.removeprefix("local://"), *application.args]
 
 
+def _image_pull_secrets(spec: StreamingAppSpec) -> dict[str, Any]:
+    if not spec.imagePullSecrets:
+        return {}
+    return {"imagePullSecrets": [ref.model_dump() for ref in spec.imagePullSecrets]}
+
+
 def driver_pod(attempt: Attempt) -> dict[str, Any]:
     """The driver pod: Spark in client mode under the Headrace runtime (restartPolicy Never)."""
     spec = attempt.spec
     name = names.driver_pod(attempt.app, attempt.run, attempt.attempt)
-    memory = pod_memory(spec.driver.memory, DRIVER_OVERHEAD_FACTOR)
     labels = {**names.driver_labels(attempt.app, attempt.run, attempt.attempt), names.SPEC_HASH: attempt.spec_hash}
     if attempt.standby:
         labels[names.STANDBY] = "true"
@@ -306,6 +303,8 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 30,
             "securityContext": security.pod_security_context(),
+            **scheduling.pod_fields(spec.driver),
+            **_image_pull_secrets(spec),
             "containers": [
                 {
                     "name": DRIVER_CONTAINER,
@@ -315,13 +314,16 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "env": _driver_env(attempt),
                     "securityContext": security.container_security_context(),
                     "ports": _ports(),
-                    "resources": {
-                        "requests": {"cpu": spec.driver.coreRequest or str(spec.driver.cores), "memory": memory},
-                        "limits": {"memory": memory},
-                    },
+                    "resources": scheduling.resources(
+                        spec.driver,
+                        spec.driver.memory,
+                        spec.driver.coreRequest or str(spec.driver.cores),
+                        DRIVER_OVERHEAD_FACTOR,
+                    ),
                     "volumeMounts": [
                         {"name": "spark-conf", "mountPath": CONF_DIR, "readOnly": True},
                         *security.volume_mounts(),
+                        *identity.volume_mounts(spec),
                         control_tls.volume_mount(),
                         *[mount.model_dump() for mount in spec.volumeMounts],
                     ],
@@ -335,6 +337,7 @@ def driver_pod(attempt: Attempt) -> dict[str, Any]:
                     "configMap": {"name": names.config_map(attempt.app, attempt.run, attempt.attempt)},
                 },
                 *security.volumes(attempt.app),
+                *identity.volumes(spec),
                 control_tls.volume(attempt.app),
                 *[volume.model_dump() for volume in spec.volumes],
             ],
@@ -366,7 +369,7 @@ def driver_service(attempt: Attempt) -> dict[str, Any]:
 
 
 def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[str, Any]]:
-    """ServiceAccounts (the driver's, unless the spec names one, and the executors'), and the Role and
+    """ServiceAccounts (the driver's and the executors', unless the spec names one for both), and the Role and
     RoleBinding letting the driver manage its executor pods and the ConfigMap Spark makes for them;
     nothing else (no Services, Secrets or PersistentVolumeClaims)."""
     name = names.service_account(app)
@@ -394,9 +397,12 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
             "subjects": [{"kind": "ServiceAccount", "name": _service_account_name(attempt), "namespace": namespace}],
         },
     ]
-    objects.insert(0, security.executor_service_account(app, _metadata(name, attempt, labels)))
-    if attempt.spec.serviceAccountName is None:
-        objects.insert(0, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(name, attempt, labels)})
+    if attempt.spec.own_service_account() is None:
+        metadata = identity.service_account_metadata(attempt.spec, _metadata(name, attempt, labels))
+        objects[:0] = [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata},
+            security.executor_service_account(app, metadata),
+        ]
     objects += _driver_lease_rbac(attempt)
     del app_uid
     return objects

@@ -80,9 +80,9 @@ def executor_env(app: str) -> list[dict[str, Any]]:
 
 
 def spark_conf(app: str) -> dict[str, str]:
-    """Authentication and encryption between driver and executors, no kills from the UI, executors
-    under their own ServiceAccount, no PersistentVolumeClaims owned or reused by the driver (its Role
-    grants none)."""
+    """Authentication and encryption between driver and executors, no kills from the UI, no
+    PersistentVolumeClaims owned or reused by the driver (its Role grants none). (The executors'
+    ServiceAccount: `headrace.render.identity`.)"""
     return {
         "spark.authenticate": "true",
         "spark.authenticate.secret.file": SPARK_AUTH_FILE,
@@ -90,7 +90,6 @@ def spark_conf(app: str) -> dict[str, str]:
         "spark.authenticate.secret.executor.file": SPARK_AUTH_FILE,
         "spark.network.crypto.enabled": "true",
         "spark.ui.killEnabled": "false",
-        "spark.kubernetes.authenticate.executor.serviceAccountName": names.executor_service_account(app),
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         # The default is ./spark-warehouse, on the read-only root filesystem (a user's sparkConf may move it).
@@ -109,7 +108,8 @@ def spark_auth_secret_env(control_token: str) -> str:
 
 
 def executor_service_account(app: str, attempt_metadata: dict[str, Any]) -> dict[str, Any]:
-    """The executors' ServiceAccount: bound to nothing, its token never mounted."""
+    """The executors' ServiceAccount (with the driver's metadata but its own name): bound to nothing, its token
+    never mounted."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",

@@ -54,6 +54,19 @@ log = logging.getLogger(__name__)
 EXIT_GRACE_SECONDS = 10.0
 
 
+def trigger_interval_seconds(handle: Any) -> float | None:
+    """A query's processing-time trigger interval (0: the default trigger, batches back to back); None for any
+    other trigger (available-now, once, continuous) or when Spark does not say."""
+    try:
+        trigger = handle._jsq.streamingQuery().trigger()
+        if trigger.getClass().getSimpleName() != "ProcessingTimeTrigger":
+            return None
+        return float(trigger.intervalMs()) / 1000.0
+    except (Py4JError, AttributeError) as error:
+        log.warning("could not read the query's trigger interval: %s", str(error).splitlines()[0][:200])
+        return None
+
+
 class CheckpointBehindError(BaseException):
     """A query's checkpoint has fewer commits than earlier attempts of the run made: exit, never start over.
 
@@ -100,6 +113,8 @@ class Agent:
         self._phase: contract.RuntimePhase = "Standby" if settings.standby else "Starting"
         self._at_gate = False  # a standby whose script waits at its first query start
         self._requested_executors: int | None = None
+        self._registered: tuple[int, str] | None = None  # executors registered, and since when (as last seen)
+        self._registered_lock = threading.Lock()
         self.last_savepoint: contract.LastSavepoint | None = None
         self.lease: LeaseGuard | None = None  # HEADRACE_DRIVER_LEASE: queries start only while it is held
 
@@ -135,6 +150,7 @@ class Agent:
             if self._restorer is None or not self._restorer.restores(key):  # a restore checks its sink itself
                 self._refuse_if_sink_ahead(tracked)
             tracked.handle = launch()
+            tracked.trigger_interval_seconds = trigger_interval_seconds(tracked.handle)
             self.registry.add(tracked)
             self.metrics.register_query(key)
             if self.phases is not None:
@@ -287,6 +303,11 @@ class Agent:
         summary = summarize(progress)
         tracked.summary = summary
         tracked.last_committed_at = summary.committed_at
+        tracked.totals.add(summary)
+        try:
+            self._executors()  # notes a change of the registered executors at batch boundaries too
+        except Py4JError:
+            log.debug("executors not read after batch %s", summary.batch_id)
         self.metrics.observe_progress(tracked.key, summary)
         if self.phases is not None:
             self.phases.mark(contract.PHASE_FIRST_BATCH)
@@ -318,14 +339,31 @@ class Agent:
 
     def _executors(self) -> contract.ExecutorCounts:
         if self._spark is None:
-            return {"requested": self._requested_executors, "registered": None}
+            return {"requested": self._requested_executors, "registered": None, "cores": None, "registeredSince": None}
         context = self._spark.sparkContext
         requested = self._requested_executors
         if requested is None:
             configured = context.getConf().get("spark.executor.instances")
             requested = int(configured) if configured else None
         registered = len(context._jsc.sc().statusTracker().getExecutorInfos()) - 1  # minus the driver
-        return {"requested": requested, "registered": registered}
+        if registered > 0:
+            cores = registered * int(context.getConf().get("spark.executor.cores", "1"))
+        else:  # local mode runs its tasks in the driver, on the local master's threads
+            cores = context.defaultParallelism if str(context.master or "").startswith("local") else 0
+        return {
+            "requested": requested,
+            "registered": registered,
+            "cores": cores,
+            "registeredSince": self._since(registered),
+        }
+
+    def _since(self, registered: int) -> str:
+        """When the number of registered executors last changed, as seen by this method's calls."""
+        with self._registered_lock:
+            if self._registered is None or self._registered[0] != registered:
+                now = self._now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                self._registered = (registered, now)
+            return self._registered[1]
 
     def savepoint(self, path: str | None, reason: str) -> dict[str, Any]:
         if not self._operation.acquire(blocking=False):

@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,7 +142,7 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
     except Exception as error:
         if not agent.stopping:
             log.exception("the script failed")
-            return termination.failed("ScriptFailed", "".join(traceback.format_exception_only(error)).strip())
+            return termination.failed("ScriptFailed", termination.describe(error))
     return agent.wait_for_queries()
 
 

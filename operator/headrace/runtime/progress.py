@@ -2,7 +2,8 @@
 
 Owns: turning a progress JSON document (``StreamingQueryProgress.json``) into the compact summary
 the control endpoint and metrics report: rates, batch duration, watermark and its lag, state rows
-and memory, and the source backlog where a source reports one (Kafka: latest vs end offsets).
+and memory, the source backlog where a source reports one (Kafka: latest vs end offsets) and the
+sources' partitions (what more executors can use).
 Never: talks to Spark, reads the clock or keeps state.
 """
 
@@ -33,6 +34,8 @@ class ProgressSummary:
     state_memory_bytes: int
     source_backlog: float | None
     committed_at: str | None = None
+    source_partitions: int | None = None  # Kafka partitions the batch read, over the query's sources
+    state_operators: int = 0  # stateful operators of the query (0: stateless)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +79,20 @@ def kafka_backlog(latest: Any, end: Any) -> float | None:
         for partition, offset in partitions.items():
             total += max(0.0, _number(offset) - _number(ends.get(partition, offset)))
     return total
+
+
+def kafka_partitions(latest: Any) -> int | None:
+    """Partitions in a Kafka source's offsets (``{"topic": {"partition": offset}}``); None for any other source."""
+    offsets = _offsets(latest)
+    if offsets is None or not all(isinstance(partitions, dict) for partitions in offsets.values()):
+        return None
+    return sum(len(partitions) for partitions in offsets.values())
+
+
+def source_partitions(sources: list[dict[str, Any]]) -> int | None:
+    """Partitions over the sources that report offsets per partition (Kafka), or None if none does."""
+    counts = [count for source in sources if (count := kafka_partitions(source.get("latestOffset"))) is not None]
+    return sum(counts) if counts else None
 
 
 def source_backlog(sources: list[dict[str, Any]]) -> float | None:
@@ -127,4 +144,6 @@ def summarize(progress: dict[str, Any]) -> ProgressSummary:
         state_memory_bytes=int(sum(_number(op.get("memoryUsedBytes")) for op in operators)),
         source_backlog=source_backlog(progress.get("sources") or []),
         committed_at=committed_at(timestamp, duration_ms),
+        source_partitions=source_partitions(progress.get("sources") or []),
+        state_operators=len(operators),
     )

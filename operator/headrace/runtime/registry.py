@@ -1,7 +1,8 @@
 """The queries the runtime started on behalf of the script, and what it knows about each.
 
 Owns: naming queries (``query_key``), where their checkpoint is, how to relaunch them (for the
-stop-with-savepoint replay), their latest progress summary and last committed batch; thread-safe.
+stop-with-savepoint replay), their latest progress summary and last committed batch, their batch totals
+and trigger interval (the autoscaler's signals); thread-safe.
 Never: talks to Spark itself beyond the handles it is given.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from headrace.api import runtime_contract as contract
 from headrace.runtime.progress import ProgressSummary
 
 FILE_SINK_FORMATS = ("parquet", "json", "csv", "orc", "text")
@@ -24,6 +26,23 @@ def query_key(name: str | None, unnamed_index: int) -> str:
     if name:
         return _UNSAFE_NAME_CHARACTERS.sub("_", name)
     return f"q{unnamed_index}"
+
+
+@dataclass
+class BatchTotals:
+    """What a query's batches added up to in this driver, counted when each batch's progress arrives."""
+
+    batches: int = 0
+    input_rows: int = 0
+    busy_seconds: float = 0.0
+
+    def add(self, summary: ProgressSummary) -> None:
+        self.batches += 1
+        self.input_rows += summary.input_rows
+        self.busy_seconds += summary.duration_ms / 1000.0
+
+    def to_json(self) -> contract.QueryTotals:
+        return {"batches": self.batches, "inputRows": self.input_rows, "busySeconds": round(self.busy_seconds, 3)}
 
 
 @dataclass
@@ -41,6 +60,8 @@ class TrackedQuery:
     sink_format: str | None = None
     summary: ProgressSummary | None = None
     last_committed_at: str | None = None
+    totals: BatchTotals = field(default_factory=BatchTotals)
+    trigger_interval_seconds: float | None = None  # a processing-time trigger's (0: batches back to back)
 
     @property
     def query_id(self) -> str:
@@ -70,6 +91,8 @@ class TrackedQuery:
             "lastCommittedBatchId": summary.batch_id if summary else None,
             "lastCommittedAt": self.last_committed_at,
             "progress": summary.to_json() if summary else None,
+            "totals": self.totals.to_json(),
+            "triggerIntervalSeconds": self.trigger_interval_seconds,
         }
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 from dataclasses import dataclass
 
 from headrace.api import runtime_contract as contract
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 3500  # Kubernetes keeps at most 4096 bytes of a termination message
+TRACE_FRAMES = 6  # the innermost Python frames of a failure's stack trace in its message
+JAVA_FRAMES = 6  # the first `at ...` lines of a JVM exception's trace (Py4J puts the whole trace in the message)
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,29 @@ class Outcome:
 
     def to_json(self) -> str:
         return json.dumps({"reason": self.reason, "message": self.message[:MAX_MESSAGE_CHARS]})
+
+
+def describe(error: BaseException) -> str:
+    """An exception as the failure's message: the error first (a JVM error's own trace cut to its first
+    JAVA_FRAMES lines), then the innermost TRACE_FRAMES Python frames, so the whole stays small and readable."""
+    lines: list[str] = []
+    java = 0
+    for line in "".join(traceback.format_exception_only(error)).rstrip().splitlines():
+        java += line.lstrip().startswith("at ")
+        if java <= JAVA_FRAMES or not line.lstrip().startswith("at "):
+            lines.append(line)
+    if java > JAVA_FRAMES:
+        lines.append(f"\t... {java - JAVA_FRAMES} more JVM frames")
+    if isinstance(error, SyntaxError) and len(lines) > 1:  # its location lines come first: the error leads
+        lines = [lines[-1], *lines[:-1]]
+    stack = traceback.extract_tb(error.__traceback__)
+    runner = [index for index, frame in enumerate(stack) if frame.filename.endswith("runpy>")]
+    frames = list(stack[runner[-1] + 1 :] if runner else stack)  # the script's own, not the runtime's way to run it
+    shown = frames[-TRACE_FRAMES:]
+    if shown:
+        lines.append(f"Traceback (the innermost {len(shown)} of {len(frames)} frames):")
+        lines.extend(entry.rstrip("\n") for entry in traceback.format_list(shown))
+    return "\n".join(lines)
 
 
 def completed(message: str = "all queries finished") -> Outcome:

@@ -20,12 +20,15 @@ def test_generated_crds_match_the_models(directory: str) -> None:
 
 
 def test_schemas_are_structural() -> None:
-    """No $ref, anyOf or additionalProperties: false may reach the API server."""
+    """No $ref, anyOf, additionalProperties: false or numeric exclusive bounds (OpenAPI v3 has a flag on
+    minimum/maximum instead) may reach the API server."""
 
     def walk(node: object, where: str) -> None:
         if isinstance(node, dict):
             assert "$ref" not in node and "anyOf" not in node, where
             assert node.get("additionalProperties") is not False, where
+            for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+                assert node.get(exclusive, True) is True and (exclusive not in node or bound in node), where
             for key, value in node.items():
                 walk(value, f"{where}.{key}")
         elif isinstance(node, list):

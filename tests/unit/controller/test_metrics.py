@@ -130,3 +130,18 @@ def test_a_no_progress_restart_counts_as_no_progress() -> None:
     assert value(metrics, "headrace_driver_restarts_total", reason="Other") == 0
     metrics.record_decision(KEY, stuck, stuck, later(121))  # the same restart, seen again
     assert value(metrics, "headrace_driver_restarts_total", reason="NoProgress") == 1
+
+
+def test_per_app_restarts_and_failures_at_start_one_series_per_app_removed_with_it() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    app = {"namespace": "analytics", "app": "clicks"}
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    assert value(metrics, "headrace_app_restarts", **app) == 0
+    failed = pod(phase="Failed", exit_code=1, reason="ScriptExited", message="the script exited with 2")
+    status = decided(metrics, status, seen(failed), later(10))
+    assert value(metrics, "headrace_app_restarts", **app) == 1
+    assert value(metrics, "headrace_app_startup_failures", **app) == 1
+    metrics.forget_app(KEY)
+    assert value(metrics, "headrace_app_restarts", **app) is None
+    assert value(metrics, "headrace_app_startup_failures", **app) is None
+    metrics.forget_app(KEY)

@@ -1,0 +1,411 @@
+"""The autoscaler's decision: from a window of the app's own signals, hold, scale to N, or recommend a repartition.
+
+Owns: the model (input rate, processing capacity at the current size, backlog to catch up, what more executors
+can use, quotas), its safeguards (no decision during a transition or before the window fills, delayed
+scale-downs, undoing an ineffective scale-up and not repeating it, at most N actions an hour), and the memory
+the next decision needs (``AutoscalerMemory``, kept by the caller between decisions).
+Never: I/O, reading the clock (``now`` is an argument), Kubernetes or Spark types.
+
+The model, per decision (docs/autoscaler.md explains it with its options):
+
+- utilization = (input rate + backlog / catchUpDuration) / processing capacity, where the input rate is the rows
+  read per second plus the backlog's growth (the higher of the window's and its last third's, so that a step in
+  the load is sized for at once), and the processing capacity the rows the app's batches processed per second of
+  batch time, over the batches at the current size;
+- executors needed = (input rate / targetUtilization + (backlog + input rate x rescaleTime) / catchUpDuration)
+  / capacity per executor, within minExecutors..maxExecutors, the quota and what more executors can use (the
+  state partitions of a stateful app, else the sources' partitions); beyond the state partitions, a repartition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Literal
+
+from headrace.api.models import StreamingAppSpec
+from headrace.core.durations import parse_duration
+from headrace.core.observation import BatchTotals, DriverProgress
+from headrace.core.quantities import spark_memory_mib
+from headrace.core.validation import app_cores, app_memory_mib
+
+HOUR = timedelta(hours=1)
+RECENT_SHARE = 1 / 3  # the input rate is the higher of the window's and of its last third's
+
+Action = Literal["hold", "scale", "repartition"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What the app's queries did over one interval that ended at `at` (one micro-batch, or the batches between
+    two polls of the driver), summed over its queries."""
+
+    at: datetime
+    seconds: float  # the interval's length, wall clock
+    input_rows: int  # rows the queries read in it
+    busy_seconds: float  # time the queries spent running batches in it
+    backlog: float | None  # records waiting in the sources at its end (Kafka: latest minus committed offsets)
+    executors: int  # executors registered while it ran
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The driver's cumulative batch counters at one status call (`DriverProgress`), the source of samples."""
+
+    at: datetime
+    totals: BatchTotals
+    backlog: float | None
+    executors: int
+    executors_since: datetime | None  # since when that many are registered
+
+
+def reading(progress: DriverProgress, at: datetime) -> Reading | None:
+    """A reading of a driver's answer at `at`; None when it lacks the counters (a runtime from before them)."""
+    if progress.totals is None or progress.registered_executors is None:
+        return None
+    return Reading(
+        at, progress.totals, progress.source_backlog, progress.registered_executors, progress.executors_since
+    )
+
+
+def sample_between(before: Reading, after: Reading) -> Sample | None:
+    """What the app did between two readings; None when they do not measure one size of one driver (the counters
+    went back: a new driver; the executors changed in between)."""
+    earlier, later = before.totals, after.totals
+    if after.at <= before.at or later.batches < earlier.batches or later.input_rows < earlier.input_rows:
+        return None
+    if after.executors != before.executors or (after.executors_since or after.at) > before.at:
+        return None
+    return Sample(
+        at=after.at,
+        seconds=(after.at - before.at).total_seconds(),
+        input_rows=later.input_rows - earlier.input_rows,
+        busy_seconds=max(0.0, later.busy_seconds - earlier.busy_seconds),
+        backlog=after.backlog,
+        executors=after.executors,
+    )
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the caller observed of the running app, besides its samples."""
+
+    executors: int  # registered now
+    requested_executors: int  # requested of the driver now (differs from `executors` while a rescale runs)
+    samples: Sequence[Sample]  # oldest first; those outside the window are ignored
+    driver_started_at: datetime  # nothing before it (and the stabilization interval after it) is used
+    transition: bool = False  # an upgrade, restart, savepoint or other operation is underway
+    source_partitions: int | None = None  # most partitions of a query's sources (Kafka), if known
+    stateful: bool = False  # a query keeps state: spec.state.partitions bounds its parallelism
+    back_to_back: bool = False  # a query has no processing-time trigger: its batches run back to back
+
+
+@dataclass(frozen=True)
+class ScaleUpCheck:
+    """A scale-up whose effect is checked once the window at the new size fills."""
+
+    from_executors: int
+    to_executors: int
+    capacity_before: float  # rows per second of batch time, at from_executors
+
+
+@dataclass(frozen=True)
+class AutoscalerMemory:
+    """What the decision remembers between calls (the caller keeps it, e.g. in the app's status)."""
+
+    executors: int | None = None  # the size the window was measured at
+    size_since: datetime | None = None  # since when the app has had that size
+    action_times: tuple[datetime, ...] = ()  # actions within the last hour
+    scale_down_since: datetime | None = None  # since when the app has wanted fewer executors, without a break
+    scale_down_to: int = 0  # the most executors it wanted since then
+    check: ScaleUpCheck | None = None
+    blocked_above: int | None = None  # no scale-up beyond this size (an ineffective one was undone)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do now and why: `reason` is a CamelCase word (for Events and metrics), `message` a sentence."""
+
+    action: Action
+    executors: int  # the size to have (the current one for hold)
+    reason: str
+    message: str
+    utilization: float | None = None
+    needed_executors: int | None = None  # what the load needs, before bounds, caps and quotas
+    partitions: int | None = None  # for repartition: the state partitions recommended
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """The window's aggregates."""
+
+    seconds: float
+    input_rate: float  # rows per second arriving: read plus backlog growth
+    capacity: float  # rows per second of batch time (0: no rows processed)
+    busy: float  # batch time per wall-clock second
+    backlog: float  # at the window's end
+    backlog_growth: float  # records per second
+
+    @property
+    def rows_processed(self) -> bool:
+        return self.capacity > 0
+
+
+def window_stats(samples: Sequence[Sample]) -> WindowStats:
+    """Aggregate samples (at least one)."""
+    seconds = sum(sample.seconds for sample in samples)
+    rows = sum(sample.input_rows for sample in samples)
+    busy = sum(sample.busy_seconds for sample in samples)
+    backlogs = [(sample.at, sample.backlog) for sample in samples if sample.backlog is not None]
+    growth = 0.0
+    if len(backlogs) >= 2 and backlogs[-1][0] > backlogs[0][0]:
+        growth = (backlogs[-1][1] - backlogs[0][1]) / (backlogs[-1][0] - backlogs[0][0]).total_seconds()
+    read_rate = rows / seconds if seconds > 0 else 0.0
+    return WindowStats(
+        seconds=seconds,
+        input_rate=max(0.0, read_rate + growth),
+        capacity=rows / busy if busy > 0 else 0.0,
+        busy=busy / seconds if seconds > 0 else 0.0,
+        backlog=backlogs[-1][1] if backlogs else 0.0,
+        backlog_growth=growth,
+    )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most executors the spec allows and more executors can use: the tightest bound and its reason."""
+
+    ceiling: int
+    reason: str
+
+
+def limits(spec: StreamingAppSpec, signals: Signals) -> Limits:
+    """maxExecutors, the quota, and the executors the sources' or the state's partitions can keep busy."""
+    autoscaler = spec.autoscaler
+    bounds = [(autoscaler.maxExecutors, "MaxExecutors")]
+    per_executor = spec.executor.cores
+    if autoscaler.quota.maxCores is not None:
+        bounds.append(((autoscaler.quota.maxCores - app_cores(spec, 0)) // per_executor, "QuotaReached"))
+    if autoscaler.quota.maxMemory is not None:
+        room = spark_memory_mib(autoscaler.quota.maxMemory) - app_memory_mib(spec, 0)
+        bounds.append((room // (app_memory_mib(spec, 1) - app_memory_mib(spec, 0)), "QuotaReached"))
+    if signals.stateful:
+        bounds.append((math.ceil(spec.state.partitions / per_executor), "StatePartitions"))
+    elif signals.source_partitions:
+        bounds.append((math.ceil(signals.source_partitions / per_executor), "SourcePartitions"))
+    ceiling, reason = min(bounds, key=lambda bound: bound[0])
+    return Limits(max(ceiling, 0), reason)
+
+
+def _hold(
+    reason: str, message: str, executors: int, utilization: float | None = None, needed: int | None = None
+) -> Decision:
+    return Decision("hold", executors, reason, message, utilization, needed)
+
+
+@dataclass(frozen=True)
+class _Situation:
+    """The inputs of one decision, and what it measured so far."""
+
+    spec: StreamingAppSpec
+    signals: Signals
+    now: datetime
+    utilization: float | None = None
+    described: str = ""
+
+    @property
+    def current(self) -> int:
+        return self.signals.executors
+
+    def hold(self, reason: str, message: str, needed: int | None = None) -> Decision:
+        return _hold(reason, message, self.current, self.utilization, needed)
+
+
+def decide(
+    spec: StreamingAppSpec, memory: AutoscalerMemory, signals: Signals, now: datetime
+) -> tuple[Decision, AutoscalerMemory]:
+    """The decision now and the memory for the next call (pure: the same inputs give the same answer)."""
+    situation = _Situation(spec, signals, now)
+    current = signals.executors
+    memory = replace(memory, action_times=tuple(at for at in memory.action_times if now - at < HOUR))
+    if memory.executors != current:
+        memory = replace(memory, executors=current, size_since=now, scale_down_since=None, scale_down_to=0)
+    waiting = _not_yet(situation, memory)
+    if waiting is not None:
+        return waiting
+    config = spec.autoscaler
+    if not config.minExecutors <= current <= config.maxExecutors:
+        target = min(max(current, config.minExecutors), config.maxExecutors)
+        message = f"{current} executors, outside minExecutors {config.minExecutors}..maxExecutors {config.maxExecutors}"
+        return _act(situation, Decision("scale", target, "OutOfBounds", message), memory, memory)
+    window = parse_duration(config.metricsWindow)
+    start = now - timedelta(seconds=window)
+    samples = [sample for sample in signals.samples if start < sample.at <= now and sample.executors == current]
+    if not samples:
+        return situation.hold("NoBatches", f"no batch at {current} executors in the metrics window"), memory
+    stats = window_stats(samples)
+    recent = [sample for sample in samples if sample.at > now - timedelta(seconds=window * RECENT_SHARE)]
+    if recent:  # a step in the load shows in the window's last part first: size for it at once
+        stats = replace(stats, input_rate=max(stats.input_rate, window_stats(recent).input_rate))
+    if not stats.rows_processed:
+        if stats.backlog > 0:
+            message = f"a backlog of {stats.backlog:.0f} records and no rows processed at {current} executors"
+            return situation.hold("NoThroughput", message), memory
+        return _scale_down(replace(situation, described="no input in the metrics window"), memory, config.minExecutors)
+    return _decide_on(situation, memory, stats)
+
+
+def _not_yet(situation: _Situation, memory: AutoscalerMemory) -> tuple[Decision, AutoscalerMemory] | None:
+    """Hold while off, during a transition, while executors change, and until the window at this size fills."""
+    config, signals, now, current = situation.spec.autoscaler, situation.signals, situation.now, situation.current
+    if config.mode == "off":
+        return situation.hold("Off", "spec.autoscaler.mode is off"), memory
+    if signals.transition:
+        return situation.hold("TransitionInProgress", "no decision while an operation runs"), memory
+    if signals.back_to_back:
+        message = (
+            "a query runs its batches back to back (no processing-time trigger), so its busy time says nothing of "
+            "its headroom: give every query a processing-time trigger"
+        )
+        return situation.hold("BackToBackBatches", message), memory
+    if signals.requested_executors != current:
+        message = f"{current} executors registered of {signals.requested_executors} requested"
+        return situation.hold("ExecutorsChanging", message), replace(memory, size_since=now)
+    assert memory.size_since is not None
+    stabilization = timedelta(seconds=parse_duration(config.stabilizationInterval))
+    stable_since = max(memory.size_since, signals.driver_started_at) + stabilization
+    window = parse_duration(config.metricsWindow)
+    if now < stable_since + timedelta(seconds=window):
+        filled = max(0.0, (now - stable_since).total_seconds())
+        message = f"{filled:.0f} s of the {window:.0f} s metrics window measured at {current} executors"
+        return situation.hold("WindowFilling", message), memory
+    return None
+
+
+def _decide_on(
+    situation: _Situation, memory: AutoscalerMemory, stats: WindowStats
+) -> tuple[Decision, AutoscalerMemory]:
+    config, current = situation.spec.autoscaler, situation.current
+    catch_up = parse_duration(config.catchUpDuration)
+    backlog_rate = stats.backlog / catch_up if catch_up > 0 else 0.0
+    utilization = (stats.input_rate + backlog_rate) / stats.capacity
+    undo = _ineffective(situation, memory, stats)
+    if undo is not None:
+        return undo
+    memory = replace(memory, check=None)
+    lower = config.targetUtilization - config.utilizationBoundary
+    upper = config.targetUtilization + config.utilizationBoundary
+    situation = replace(
+        situation,
+        utilization=utilization,
+        described=f"utilization {utilization:.2f} (input {stats.input_rate:.0f} rows/s, backlog "
+        f"{stats.backlog:.0f}, capacity {stats.capacity:.0f} rows/s at {current} executors, in batches "
+        f"{stats.busy:.0%} of the time)",
+    )
+    if lower <= utilization <= upper:
+        band = f"{situation.described} within {lower:.2f}..{upper:.2f}"
+        return situation.hold("WithinBand", band), replace(memory, scale_down_since=None, scale_down_to=0)
+    rescale = parse_duration(config.rescaleTime) if utilization > upper else 0.0
+    catch_up_rate = (stats.backlog + stats.input_rate * rescale) / catch_up if catch_up > 0 else 0.0
+    needed_rate = stats.input_rate / config.targetUtilization + catch_up_rate
+    per_executor = stats.capacity / current
+    needed = max(1, math.ceil(needed_rate / per_executor))
+    if needed > current:
+        return _scale_up(situation, memory, needed, per_executor)
+    if stats.backlog_growth > 0:
+        message = f"{situation.described}, but the backlog grows by {stats.backlog_growth:.0f} records/s"
+        return situation.hold("BacklogGrowing", message, needed), replace(memory, scale_down_since=None)
+    return _scale_down(situation, memory, needed)
+
+
+def _ineffective(
+    situation: _Situation, memory: AutoscalerMemory, stats: WindowStats
+) -> tuple[Decision, AutoscalerMemory] | None:
+    """Undo a scale-up that did not raise the capacity (judged only while a backlog remained: without one, small
+    batches understate the capacity), and block scale-ups beyond the earlier size."""
+    check, threshold = memory.check, situation.spec.autoscaler.effectivenessThreshold
+    if check is None or check.to_executors != situation.current or threshold <= 0 or stats.backlog <= 0:
+        return None
+    expected = check.capacity_before * (check.to_executors / check.from_executors - 1)
+    gained = stats.capacity - check.capacity_before
+    if gained >= threshold * expected:
+        return None
+    message = (
+        f"the scale-up from {check.from_executors} to {check.to_executors} executors raised the capacity by "
+        f"{gained:.0f} rows/s of the {expected:.0f} expected, with a backlog of {stats.backlog:.0f}: undone, and no "
+        f"scale-up beyond {check.from_executors} until the spec changes"
+    )
+    decision = Decision("scale", check.from_executors, "IneffectiveScaleUp", message)
+    return _act(situation, decision, memory, replace(memory, check=None, blocked_above=check.from_executors))
+
+
+def _scale_up(
+    situation: _Situation, memory: AutoscalerMemory, needed: int, per_executor: float
+) -> tuple[Decision, AutoscalerMemory]:
+    spec, current = situation.spec, situation.current
+    memory = replace(memory, scale_down_since=None, scale_down_to=0)
+    bound = limits(spec, situation.signals)
+    ceiling, reason = bound.ceiling, bound.reason
+    if memory.blocked_above is not None and memory.blocked_above < ceiling:
+        ceiling, reason = memory.blocked_above, "ScaleUpBlocked"
+    target = min(needed, ceiling)
+    wanted = f"{situation.described}: {needed} executors needed"
+    if target > current:
+        capped = f" ({reason} caps it at {target})" if target < needed else ""
+        decision = Decision("scale", target, "ScaleUp", wanted + capped, situation.utilization, needed)
+        check = ScaleUpCheck(current, target, per_executor * current)
+        return _act(situation, decision, memory, replace(memory, check=check))
+    most = spec.autoscaler.maxExecutors
+    if reason == "StatePartitions" and most > current:
+        executors = min(needed, most)
+        partitions = executors * spec.executor.cores
+        message = (
+            f"{wanted}, but {spec.state.partitions} state partitions keep at most {current} busy: repartition to "
+            f"{partitions} through a savepoint"
+        )
+        decision = Decision(
+            "repartition", executors, "RepartitionNeeded", message, situation.utilization, needed, partitions
+        )
+        return _act(situation, decision, memory, memory)
+    return situation.hold(reason, f"{wanted}, at most {ceiling} allowed ({reason})", needed), memory
+
+
+def _scale_down(situation: _Situation, memory: AutoscalerMemory, needed: int) -> tuple[Decision, AutoscalerMemory]:
+    """Scale down only once fewer executors were wanted for scaleDownDelay without a break, to the most wanted."""
+    config, current, now = situation.spec.autoscaler, situation.current, situation.now
+    target = max(needed, config.minExecutors)
+    if target >= current:
+        message = f"{situation.described}: {current} executors needed"
+        return situation.hold("AtNeededSize", message, needed), replace(memory, scale_down_since=None, scale_down_to=0)
+    since = memory.scale_down_since or now
+    wanted = max(memory.scale_down_to, target)
+    memory = replace(memory, scale_down_since=since, scale_down_to=wanted)
+    delay = timedelta(seconds=parse_duration(config.scaleDownDelay))
+    if now - since < delay:
+        left = (since + delay - now).total_seconds()
+        message = f"{situation.described}: {wanted} executors would do; scaling down in {left:.0f} s if that lasts"
+        return situation.hold("ScaleDownDelayed", message, needed), memory
+    message = f"{situation.described}: {wanted} executors needed"
+    decision = Decision("scale", wanted, "ScaleDown", message, situation.utilization, needed)
+    return _act(situation, decision, memory, replace(memory, scale_down_since=None, scale_down_to=0))
+
+
+def _act(
+    situation: _Situation, decision: Decision, before: AutoscalerMemory, after: AutoscalerMemory
+) -> tuple[Decision, AutoscalerMemory]:
+    """An action, unless maxActionsPerHour were taken within the hour. What is only recommended (passive mode; a
+    repartition without allowRepartition) is not remembered, so the same load keeps the same recommendation; an
+    action taken is remembered, and the window measured afresh."""
+    config, now = situation.spec.autoscaler, situation.now
+    if config.mode != "active" or (decision.action == "repartition" and not config.allowRepartition):
+        return decision, before
+    if len(after.action_times) >= config.maxActionsPerHour:
+        wait = (min(after.action_times) + HOUR - now).total_seconds()
+        message = (
+            f"{decision.reason} to {decision.executors} executors refused: {config.maxActionsPerHour} actions within "
+            f"the hour (maxActionsPerHour); the next is allowed in {wait:.0f} s"
+        )
+        return situation.hold("RateLimited", message, decision.needed_executors), before
+    return decision, replace(after, action_times=(*after.action_times, now), size_since=now)

@@ -1,0 +1,114 @@
+"""Who driver and executors are, to the cluster and to the cloud (docs/cloud.md).
+
+Owns: the ServiceAccount each kind of pod runs as (the user's own for both, or the two Headrace creates, with the
+user's annotations and labels), and each store's credentials mode as the pods see it: the S3A provider chain, the
+Secret's key pair as environment, or a projected ServiceAccount token with the AWS SDK's web identity environment.
+Never: decisions or I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headrace.api import names
+from headrace.api.models import CredentialsMode, StreamingAppSpec
+
+S3A_PROVIDER = "spark.hadoop.fs.s3a.aws.credentials.provider"
+AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+AWS_ROLE_ARN = "AWS_ROLE_ARN"
+AWS_WEB_IDENTITY_TOKEN_FILE = "AWS_WEB_IDENTITY_TOKEN_FILE"
+AWS_ENDPOINT_URL_STS = "AWS_ENDPOINT_URL_STS"
+AWS_REGION = "AWS_REGION"
+_SDK = "software.amazon.awssdk.auth.credentials."  # hadoop-aws 3.5 in the image is built on the AWS SDK v2
+PROVIDERS: dict[CredentialsMode, str] = {
+    # Only the environment: no instance-metadata lookups when the Secret's keys are missing.
+    "secret": f"{_SDK}EnvironmentVariableCredentialsProvider",
+    # AssumeRoleWithWebIdentity through the SDK's sts module (in the image) with the projected token.
+    "webIdentity": f"{_SDK}WebIdentityTokenFileCredentialsProvider",
+    # Environment, system properties, web identity (e.g. injected by EKS's webhook), profile, EKS Pod Identity
+    # and ECS container credentials, instance profile.
+    "default": f"{_SDK}DefaultCredentialsProvider",
+}
+TOKEN_VOLUME = "headrace-web-identity"
+TOKEN_DIR = "/var/run/secrets/headrace.dev/web-identity"
+TOKEN_PATH = "token"
+TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_PATH}"
+
+
+def driver_service_account(app: str, spec: StreamingAppSpec) -> str:
+    """The driver pod's ServiceAccount (bound to the app's Role)."""
+    return spec.own_service_account() or names.service_account(app)
+
+
+def executor_service_account(app: str, spec: StreamingAppSpec) -> str:
+    """The executor pods' ServiceAccount: the user's own when named (their pods mount no API token, so it gives
+    them only its cloud identity), otherwise one with no rights."""
+    return spec.own_service_account() or names.executor_service_account(app)
+
+
+def service_account_metadata(spec: StreamingAppSpec, metadata: dict[str, Any]) -> dict[str, Any]:
+    """`metadata` of a ServiceAccount Headrace creates, with the user's labels (ours win) and annotations."""
+    extra = spec.serviceAccount
+    result = {**metadata, "labels": {**extra.labels, **metadata.get("labels", {})}}
+    if extra.annotations:
+        result["annotations"] = dict(extra.annotations)
+    return result
+
+
+def _mode(spec: StreamingAppSpec) -> CredentialsMode | None:
+    return spec.state.s3.credentials() if spec.state.s3 is not None else None
+
+
+def s3_provider_conf(spec: StreamingAppSpec) -> dict[str, str]:
+    """The S3A provider chain of the store's credentials mode (none: the connector's own chain)."""
+    mode = _mode(spec)
+    return {S3A_PROVIDER: PROVIDERS[mode]} if mode is not None else {}
+
+
+def credentials_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """Environment of driver and executor containers for the store's credentials: the Secret's key pair
+    (secretKeyRef, never a value), or the role, token file, region and STS endpoint of web identity."""
+    s3 = spec.state.s3
+    mode = _mode(spec)
+    if s3 is None:
+        return []
+    if mode == "secret" and s3.credentialsSecret is not None:
+        secret = s3.credentialsSecret
+        return [
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}}
+            for name, key in (
+                (AWS_ACCESS_KEY_ID, secret.accessKeyIdKey),
+                (AWS_SECRET_ACCESS_KEY, secret.secretAccessKeyKey),
+            )
+        ]
+    if mode == "webIdentity" and s3.webIdentity is not None:
+        web = s3.webIdentity
+        env = [
+            {"name": AWS_ROLE_ARN, "value": web.roleArn},
+            {"name": AWS_WEB_IDENTITY_TOKEN_FILE, "value": TOKEN_FILE},
+            {"name": AWS_REGION, "value": s3.region},  # the STS client's region (no instance metadata needed)
+        ]
+        if web.stsEndpoint:
+            env.append({"name": AWS_ENDPOINT_URL_STS, "value": web.stsEndpoint})
+        return env
+    return []
+
+
+def volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """The projected ServiceAccount token of web identity, for its audience (the kubelet renews it at 80% of its
+    lifetime, and the SDK reads the file again for each new session)."""
+    s3 = spec.state.s3
+    if s3 is None or _mode(spec) != "webIdentity" or s3.webIdentity is None:
+        return []
+    token = {
+        "audience": s3.webIdentity.audience,
+        "expirationSeconds": s3.webIdentity.expirationSeconds,
+        "path": TOKEN_PATH,
+    }
+    return [{"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}]
+
+
+def volume_mounts(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """Mounts of `volumes` in the driver and executor containers (read-only)."""
+    return [{"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True} for _ in volumes(spec)]

@@ -1,0 +1,42 @@
+"""Typed scheduling and resources of driver and executor pods (spec.driver, spec.executor: docs/reference.md).
+
+Owns: how `PodScheduling` becomes pod spec fields (nodeSelector, tolerations, affinity, topology spread,
+priority class) and a container's resources (memory with its overhead, ephemeral storage, extended resources).
+A user's podTemplate merges over the result, the typed fields winning on conflict.
+Never: decisions or I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headrace.api.models import PodScheduling
+from headrace.core.quantities import pod_memory
+
+
+def pod_fields(scheduling: PodScheduling) -> dict[str, Any]:
+    """The PodSpec fields the typed scheduling settings set (only those set)."""
+    fields: dict[str, Any] = {}
+    if scheduling.nodeSelector:
+        fields["nodeSelector"] = dict(scheduling.nodeSelector)
+    if scheduling.tolerations:
+        fields["tolerations"] = [toleration.model_dump(exclude_none=True) for toleration in scheduling.tolerations]
+    if scheduling.affinity is not None:
+        fields["affinity"] = scheduling.affinity.model_dump()
+    if scheduling.topologySpreadConstraints:
+        fields["topologySpreadConstraints"] = [item.model_dump() for item in scheduling.topologySpreadConstraints]
+    if scheduling.priorityClassName:
+        fields["priorityClassName"] = scheduling.priorityClassName
+    return fields
+
+
+def resources(scheduling: PodScheduling, heap: str, cpu_request: str | None, overhead_factor: float) -> dict[str, Any]:
+    """A container's resources: memory (request = limit: the heap plus memoryOverhead, or the default overhead),
+    the CPU request, ephemeral storage and extended resources (request = limit, as Kubernetes requires of
+    extended resources)."""
+    fixed = {"memory": pod_memory(heap, overhead_factor, scheduling.memoryOverhead)}
+    if scheduling.ephemeralStorage:
+        fixed["ephemeral-storage"] = scheduling.ephemeralStorage
+    fixed.update(scheduling.extendedResources)
+    requests = {"cpu": cpu_request, **fixed} if cpu_request else dict(fixed)
+    return {"requests": requests, "limits": dict(fixed)}

@@ -1,0 +1,108 @@
+"""Apps that fail at every start, on the real cluster: Degraded StartupFailing with the error, and Degraded to the
+chart's Argo CD health check on the real status.
+
+Two copies of the example, each failing in its own way before it can commit anything: one with an argument its
+argparse refuses (the script exits with 2), one with an executor JVM option Spark itself refuses
+(``-Xmx`` in spark.executor.extraJavaOptions: INVALID_SPARK_CONFIG when the SparkContext starts). The shipped Lua
+runs, in Argo CD's sandbox (tests/gitops/lua.py), on the status the real operator wrote. With
+HEADRACE_RECORD_STATUSES=DIR the statuses are written there as JSON (how tests/gitops/recorded/ was made).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from testbed import scenario
+from testbed.controlplane import create_namespace, delete_namespace
+from tests.gitops.lua import assess
+
+from .conftest import E2E
+
+pytestmark = pytest.mark.e2e
+
+LUA = Path(__file__).resolve().parents[2] / "charts" / "headrace" / "argocd" / "streamingapp.lua"
+FAST_RESTARTS = {"backoff": {"initialSeconds": 2, "maxSeconds": 4}}
+
+
+@pytest.fixture(scope="module")
+def failing(e2e: E2E) -> Iterator[dict[str, scenario.AppHandle]]:
+    with e2e.api_client() as api:
+        namespace = create_namespace(api)
+        data = scenario.prepare_data_dir(e2e.data_root, namespace)
+        handles = {}
+        try:
+            for name, change in (("bad-args", _bad_args), ("bad-conf", _bad_conf)):
+                manifest = scenario.windowed_counts_manifest(data, restartPolicy=FAST_RESTARTS)
+                manifest["metadata"]["name"] = name
+                change(manifest["spec"])
+                path = data / f"{name}.yaml"
+                path.write_text(yaml.safe_dump(manifest))
+                e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+                handles[name] = scenario.AppHandle(api, namespace, data, name=name)
+            yield handles
+        finally:
+            delete_namespace(api, namespace)
+
+
+def _bad_args(spec: dict[str, Any]) -> None:
+    spec["application"]["args"] = [*spec["application"]["args"], "--no-such-option"]
+
+
+def _bad_conf(spec: dict[str, Any]) -> None:
+    spec["sparkConf"] = {**spec.get("sparkConf", {}), "spark.executor.extraJavaOptions": "-Xmx1g"}
+
+
+def _startup_failing(app: scenario.AppHandle) -> dict[str, Any] | None:
+    conditions = app.status().get("conditions") or []
+    degraded = next((c for c in conditions if c["type"] == "Degraded"), None)
+    return degraded if degraded and degraded["reason"] == "StartupFailing" else None
+
+
+def _record(app: scenario.AppHandle, label: str) -> dict[str, Any]:
+    resource = app.app()
+    kept = {
+        "apiVersion": resource["apiVersion"],
+        "kind": resource["kind"],
+        "metadata": {key: resource["metadata"][key] for key in ("name", "namespace", "generation")},
+        "status": resource["status"],
+    }
+    target = os.environ.get("HEADRACE_RECORD_STATUSES")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        (Path(target) / f"{label}.json").write_text(json.dumps(kept, indent=2) + "\n")
+    return kept
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("bad-args", "the script exited with 2"),
+        ("bad-conf", "INVALID_SPARK_CONFIG"),
+    ],
+)
+def test_an_app_failing_at_start_is_startup_failing_and_degraded_to_argo_cd(
+    failing: dict[str, scenario.AppHandle], name: str, expected: str, tmp_path: Path
+) -> None:
+    app = failing[name]
+    degraded = app.wait(lambda: _startup_failing(app), 300, f"{name}: Degraded StartupFailing")
+    assert expected in degraded["message"], degraded
+    assert "restarting cannot fix this" in degraded["message"], degraded
+    status = app.status()
+    assert status["restarts"]["startupFailures"] >= 1, status["restarts"]
+    resource = _record(app, f"{name}-{status.get('phase', 'none').lower()}")
+    health, message = assess(LUA, resource, tmp_path, now=datetime.now(UTC))
+    assert health == "Degraded" and "StartupFailing" in message, (health, message)
+
+    events = app.core.list_namespaced_event(app.namespace, field_selector=f"involvedObject.name={name}").items
+    failed = [event.message for event in events if event.reason == "DriverFailed"]
+    assert failed and any(expected in message for message in failed), failed
+    assert all(len(message) <= 1024 for message in failed)
+    print(f"{name}: {degraded['message'][:300]}\nDriverFailed event: {failed[-1][:600]}")

@@ -1,0 +1,147 @@
+"""Identity of driver and executors: their ServiceAccounts (the user's own for both, or the two Headrace creates
+with the user's metadata), and each S3 credentials mode as rendered into both pods and the S3A provider chain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from headrace.render import identity, manifests
+from tests.unit.builders import attempt
+
+PROVIDER = "spark.hadoop.fs.s3a.aws.credentials.provider"
+ROLE = "arn:aws:iam::123456789012:role/clicks"
+WEB = {"credentialsMode": "webIdentity", "webIdentity": {"roleArn": ROLE, "stsEndpoint": "http://sts.sts.svc:9000"}}
+
+
+def _driver(pod: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = pod["spec"]["containers"][0]
+    return container
+
+
+def _executor_template(**overrides: Any) -> dict[str, Any]:
+    text = manifests.config_map(attempt(**overrides))["data"][manifests.EXECUTOR_TEMPLATE]
+    template: dict[str, Any] = yaml.safe_load(text)
+    return template
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+
+
+def _accounts(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == "ServiceAccount"}
+
+
+def test_by_default_the_driver_and_the_executors_run_as_the_two_accounts_headrace_creates() -> None:
+    app = attempt()
+    conf = manifests.spark_conf(app)
+    accounts = _accounts(manifests.app_objects(app))
+    assert set(accounts) == {"clicks-spark", "clicks-executor"}
+    assert accounts["clicks-executor"]["automountServiceAccountToken"] is False
+    assert "annotations" not in accounts["clicks-spark"]["metadata"]
+    assert manifests.driver_pod(app)["spec"]["serviceAccountName"] == "clicks-spark"
+    assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "clicks-spark"
+    assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "clicks-executor"
+
+
+def test_annotations_and_labels_go_on_both_accounts_headrace_creates_its_own_labels_winning() -> None:
+    metadata = {
+        "annotations": {"eks.amazonaws.com/role-arn": ROLE},
+        "labels": {"team": "data", "headrace.dev/app": "other"},
+    }
+    accounts = _accounts(manifests.app_objects(attempt(serviceAccount=metadata)))
+    for account in accounts.values():
+        assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": ROLE}
+        assert account["metadata"]["labels"]["team"] == "data"
+        assert account["metadata"]["labels"]["headrace.dev/app"] == "clicks"
+    assert accounts["clicks-executor"]["automountServiceAccountToken"] is False
+
+
+def test_the_users_own_account_runs_driver_and_executors_and_no_account_is_made() -> None:
+    for overrides in ({"serviceAccountName": "spark-irsa"}, {"serviceAccount": {"name": "spark-irsa"}}):
+        app = attempt(**overrides)
+        objects = manifests.app_objects(app)
+        assert _accounts(objects) == {}
+        binding = next(obj for obj in objects if obj["kind"] == "RoleBinding")
+        assert binding["subjects"][0]["name"] == "spark-irsa"
+        conf = manifests.spark_conf(app)
+        assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "spark-irsa"
+        assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "spark-irsa"
+        assert manifests.driver_pod(app)["spec"]["serviceAccountName"] == "spark-irsa"
+        # Executors mount no API token: the account's RBAC rights (the driver's Role) never reach them.
+        assert _executor_template(**overrides)["spec"]["automountServiceAccountToken"] is False
+
+
+def test_web_identity_projects_a_token_for_the_audience_into_driver_and_executors() -> None:
+    app = attempt(state__s3=WEB)
+    assert manifests.spark_conf(app)[PROVIDER] == identity.PROVIDERS["webIdentity"]
+    assert identity.PROVIDERS["webIdentity"].endswith("WebIdentityTokenFileCredentialsProvider")
+    driver = manifests.driver_pod(app)
+    template = _executor_template(state__s3=WEB)
+    for pod in (driver, template):
+        (volume,) = [item for item in pod["spec"]["volumes"] if item["name"] == identity.TOKEN_VOLUME]
+        token = volume["projected"]["sources"][0]["serviceAccountToken"]
+        assert token == {"audience": "sts.amazonaws.com", "expirationSeconds": 3600, "path": "token"}
+        container = pod["spec"]["containers"][0]
+        mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
+        assert mounts[identity.TOKEN_VOLUME] == {
+            "name": identity.TOKEN_VOLUME,
+            "mountPath": identity.TOKEN_DIR,
+            "readOnly": True,
+        }
+        env = _env(container)
+        assert env["AWS_ROLE_ARN"] == ROLE
+        assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == f"{identity.TOKEN_DIR}/token"
+        assert env["AWS_ENDPOINT_URL_STS"] == "http://sts.sts.svc:9000"
+        assert env["AWS_REGION"] == "us-east-1"
+        assert "AWS_ACCESS_KEY_ID" not in env
+
+
+def test_web_identity_without_an_sts_endpoint_leaves_the_sdk_its_regional_sts() -> None:
+    web = {"webIdentity": {"roleArn": ROLE, "audience": "minio", "expirationSeconds": 900}, "region": "eu-west-1"}
+    app = attempt(state__s3=web)  # the mode follows from the block
+    env = _env(_driver(manifests.driver_pod(app)))
+    assert "AWS_ENDPOINT_URL_STS" not in env
+    assert env["AWS_REGION"] == "eu-west-1"
+    assert manifests.spark_conf(app)[PROVIDER] == identity.PROVIDERS["webIdentity"]
+    volume = identity.volumes(app.spec)[0]
+    assert volume["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "minio"
+
+
+def test_the_default_mode_sets_the_sdks_chain_and_nothing_else() -> None:
+    app = attempt(state__s3={"credentialsMode": "default"})
+    assert manifests.spark_conf(app)[PROVIDER].endswith("DefaultCredentialsProvider")
+    driver = manifests.driver_pod(app)
+    assert not {"AWS_ROLE_ARN", "AWS_ACCESS_KEY_ID"} & set(_env(_driver(driver)))
+    assert identity.TOKEN_VOLUME not in {volume["name"] for volume in driver["spec"]["volumes"]}
+
+
+def test_no_mode_leaves_the_connector_its_own_chain() -> None:
+    app = attempt(state__s3={"endpoint": "http://s3:9000"})
+    assert PROVIDER not in manifests.spark_conf(app)
+    assert identity.credentials_env(app.spec) == []
+    assert identity.volumes(app.spec) == []
+
+
+def test_a_secrets_key_pair_reaches_the_executors_too() -> None:
+    secret = {"credentialsSecret": {"name": "keys"}}
+    env = _env(_executor_template(state__s3=secret)["spec"]["containers"][0])
+    assert env["AWS_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "keys", "key": "accessKeyId"}}
+    assert manifests.spark_conf(attempt(state__s3=secret))[PROVIDER] == identity.PROVIDERS["secret"]
+
+
+def test_image_pull_secrets_reach_the_driver_pod_and_through_spark_every_executor() -> None:
+    app = attempt(imagePullSecrets=[{"name": "registry"}, {"name": "mirror"}], imagePullPolicy="Always")
+    driver = manifests.driver_pod(app)
+    assert driver["spec"]["imagePullSecrets"] == [{"name": "registry"}, {"name": "mirror"}]
+    assert _driver(driver)["imagePullPolicy"] == "Always"
+    conf = manifests.spark_conf(app)
+    assert conf["spark.kubernetes.container.image.pullSecrets"] == "registry,mirror"
+    assert conf["spark.kubernetes.container.image.pullPolicy"] == "Always"
+    # Not in the executor template as well: Spark would add them a second time.
+    assert "imagePullSecrets" not in _executor_template(imagePullSecrets=[{"name": "registry"}])["spec"]
+    plain = attempt()
+    assert "imagePullSecrets" not in manifests.driver_pod(plain)["spec"]
+    assert "spark.kubernetes.container.image.pullSecrets" not in manifests.spark_conf(plain)

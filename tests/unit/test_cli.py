@@ -1,0 +1,38 @@
+"""`headrace suspend|resume|rescale --wait`: when each has taken effect (`cli.outcome`), as a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from headrace import cli
+
+
+def app(phase: str, *, observed: int = 2, ready: str = "True", executors: int = 2, registered: int | None = 2,
+        degraded: str = "") -> dict[str, Any]:  # fmt: skip
+    conditions = [{"type": "Ready", "status": ready}, {"type": "Degraded", "status": "True", "message": degraded}]
+    progress = {"registeredExecutors": registered} if registered is not None else {}
+    status = {"observedGeneration": observed, "phase": phase, "conditions": conditions, "executors": executors,
+              "progress": progress}  # fmt: skip
+    return {"metadata": {"generation": 2}, "status": status}
+
+
+CASES: list[tuple[str, dict[str, Any], int | None, tuple[bool, str | None]]] = [
+    ("suspend", app("Savepointing"), None, (False, None)),
+    ("suspend", app("Suspended", ready="False"), None, (True, None)),
+    ("suspend", app("Suspended", observed=1), None, (False, None)),  # the change not observed yet
+    ("resume", app("Deploying", ready="False"), None, (False, None)),
+    ("resume", app("Running", ready="False"), None, (False, None)),
+    ("resume", app("Running"), None, (True, None)),
+    ("resume", app("Failed", ready="False", degraded="boom"), None, (False, "the app is Failed: boom")),
+    ("rescale", app("Running", executors=2, registered=1), 2, (False, None)),  # asked, not registered yet
+    ("rescale", app("Running", executors=2, registered=2), 2, (True, None)),
+    ("rescale", app("Running", executors=2, registered=None), 2, (True, None)),  # no progress reported
+    ("rescale", app("Running", executors=1, registered=1), 2, (False, None)),
+]
+
+
+@pytest.mark.parametrize(("verb", "resource", "executors", "expected"), CASES)
+def test_outcome(verb: str, resource: dict[str, Any], executors: int | None, expected: tuple[bool, str | None]) -> None:
+    assert cli.outcome(verb, resource, executors) == expected
