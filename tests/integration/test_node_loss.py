@@ -11,24 +11,20 @@ the API server: the driver may still write).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from kubernetes import client
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
 from headrace.api import names
 from headrace.core import election, fence
-from headrace.core.timefmt import format_time
 from testbed.operator_process import OperatorProcess
 
 from .driver_standin import Kubelet
 from .kube import app_manifest, condition, create_app, driver_pods, events_for, get_app, wait_for
+from .nodes import kubeless_node, pinned_to
 
 APP = "lost"
 # The holder's duration (HEADRACE_DRIVER_LEASE_SECONDS in a real driver; the operator reads it off the Lease), longer
@@ -37,31 +33,9 @@ LEASE_SECONDS = 12
 NOT_FOUND = 404
 
 
-@contextlib.contextmanager
-def lost_node(api: ApiClient, namespace: str) -> Iterator[str]:
-    """A Ready Node with no kubelet, tainted for this test's pods only; removed afterwards with what is bound to it."""
-    core, name = client.CoreV1Api(api), f"lost-{uuid.uuid4().hex[:8]}"
-    taint = {"key": "headrace.test/no-kubelet", "value": namespace, "effect": "NoSchedule"}
-    labels = {"kubernetes.io/hostname": name}
-    core.create_node({"metadata": {"name": name, "labels": labels}, "spec": {"taints": [taint]}})
-    resources = {"cpu": "16", "memory": "64Gi", "pods": "110"}
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "a node without a kubelet"}
-    stamp = format_time(datetime.now(UTC))
-    ready |= {"lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
-    core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}})
-    try:
-        yield name
-    finally:
-        for pod in core.list_namespaced_pod(namespace).items:  # nothing else would ever confirm them gone
-            with contextlib.suppress(ApiException):
-                core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
-        core.delete_node(name)
-
-
 def _manifest(node: str, heartbeat: str = "2m") -> dict:  # type: ignore[type-arg]
     restart = {"backoff": {"initialSeconds": 1, "maxSeconds": 4}, "heartbeatTimeout": heartbeat}
-    placement = {"nodeSelector": {"kubernetes.io/hostname": node}, "tolerations": [{"operator": "Exists"}]}
-    return app_manifest(APP, restartPolicy=restart, driver={"podTemplate": {"spec": placement}})
+    return app_manifest(APP, restartPolicy=restart, driver={"podTemplate": {"spec": pinned_to(node)}})
 
 
 class LeaseHolder:
@@ -145,7 +119,7 @@ def _assert_started_after_expiry(api: ApiClient, namespace: str, holder: LeaseHo
 def test_a_driver_on_a_lost_node_is_force_deleted_once_its_lease_expired(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with lost_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
         create_app(api, namespace, _manifest(node))
         old = _first_driver(api, namespace, node)
         with LeaseHolder(api, namespace, old.metadata.name) as holder:
@@ -161,7 +135,7 @@ def test_a_driver_on_a_lost_node_is_force_deleted_once_its_lease_expired(
 def test_a_partitioned_driver_that_still_renews_its_lease_is_never_force_deleted(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with lost_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
         create_app(api, namespace, _manifest(node))
         old = _first_driver(api, namespace, node)
         with LeaseHolder(api, namespace, old.metadata.name) as holder:
@@ -186,7 +160,7 @@ def test_a_partitioned_driver_that_still_renews_its_lease_is_never_force_deleted
 def test_a_silent_driver_whose_lease_expired_is_replaced_without_waiting_for_the_heartbeat_timeout(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with lost_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
         create_app(api, namespace, _manifest(node, heartbeat="10m"))
         old = _first_driver(api, namespace, node)
         with LeaseHolder(api, namespace, old.metadata.name) as holder:
