@@ -173,3 +173,37 @@ def test_a_silent_driver_whose_lease_expired_is_replaced_without_waiting_for_the
         status = get_app(api, namespace, APP)["status"]
         assert status["restarts"]["lastFailureReason"] == fence.LEASE_EXPIRED  # not DriverUnresponsive after 10m
         assert kubelet.live_seen == []
+
+
+def test_an_executor_stuck_on_a_lost_node_is_force_deleted_so_that_spark_replaces_it(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """Spark's allocator counts an executor pod that is still Running towards its target, and a pod on a lost node
+    stays Running even once deleted: the operator confirms the deletion Spark asked for (core/executors.py)."""
+    core = client.CoreV1Api(api)
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, app_manifest(APP, executor={"instances": 2}))
+        driver = wait_for(lambda: _running(api, namespace, 1), what="driver 1 runs")
+        labels = {names.APP: APP, names.ROLE: names.ROLE_EXECUTOR}
+        executor = {
+            "metadata": {"name": f"{APP}-exec-2", "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "executor", "image": "spark"}]},
+        }
+        core.create_namespaced_pod(namespace, executor)
+        core.patch_namespaced_pod_status(f"{APP}-exec-2", namespace, {"status": {"phase": "Running"}})
+        unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "no heartbeat"}
+        core.patch_node_status(node, {"status": {"conditions": [unknown]}})  # the node is lost
+        # Spark gives the executor up (its heartbeats stopped): it deletes the pod, and one fewer is registered
+        core.delete_namespaced_pod(f"{APP}-exec-2", namespace, grace_period_seconds=1)
+        stuck = core.read_namespaced_pod(f"{APP}-exec-2", namespace)
+        assert stuck.metadata.deletion_timestamp is not None and stuck.status.phase == "Running"  # no kubelet
+        kubelet.drivers[driver.metadata.name].registered_executors = 1
+
+        def gone() -> bool:
+            return not [
+                pod for pod in core.list_namespaced_pod(namespace).items if pod.metadata.name == f"{APP}-exec-2"
+            ]
+
+        wait_for(gone, timeout=90, what="the stuck executor pod force-deleted")
+        assert "ExecutorForceDeleted" in {event.reason for event in events_for(api, namespace, APP)}
+        assert _pod(api, namespace, 1) is not None  # the driver untouched

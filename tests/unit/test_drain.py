@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
-from headrace.controller.nodes import node_draining
+from headrace.controller.nodes import REFRESH_SECONDS, NodeStates, node_draining, node_lost
 from headrace.core import prewarm
 from headrace.core.builder import spec_hash
 from headrace.core.observation import DriverPod, DriverProgress, Observation
@@ -109,3 +109,41 @@ def test_nothing_moves_off_a_node_that_is_not_drained_or_while_the_driver_starts
 )
 def test_which_nodes_are_being_drained(node: dict[str, object], expected: bool) -> None:
     assert node_draining(node) is expected
+
+
+@pytest.mark.parametrize(
+    ("node", "lost"),
+    [
+        ({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, False),
+        ({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}, True),  # no kubelet heartbeats
+        ({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, True),
+        ({"status": {}}, True),
+        (
+            {
+                "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            },
+            True,
+        ),
+    ],
+)
+def test_which_nodes_are_lost(node: dict[str, object], lost: bool) -> None:
+    assert node_lost(node) is lost
+
+
+def test_a_node_is_read_at_most_every_few_seconds_and_a_missing_one_is_lost() -> None:
+    reads: list[str] = []
+    now = [0.0]
+    body = {"spec": {"unschedulable": True}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+    def read(name: str) -> dict[str, object] | None:
+        reads.append(name)
+        return body if name == "worker-1" else None
+
+    nodes = NodeStates(read, clock=lambda: now[0])
+    assert nodes.draining(["worker-1", "worker-2"]) == {"worker-1"}
+    assert nodes.lost(["worker-1", "worker-2"]) == {"worker-2"}  # gone
+    assert reads == ["worker-1", "worker-2"]  # once each, for both questions
+    now[0] = REFRESH_SECONDS
+    nodes.draining(["worker-1"])
+    assert reads == ["worker-1", "worker-2", "worker-1"]

@@ -288,6 +288,15 @@ class KubeClient:
         pods = _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False))
         return list(pods.get("items", []))
 
+    def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        """Every executor pod of an app (listed only while its driver is short of executors)."""
+        pods = _json(
+            self.core.list_namespaced_pod(
+                namespace, label_selector=names.executor_selector(app), _preload_content=False
+            )
+        )
+        return list(pods.get("items", []))
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any] | None:
         """Delete a pod (background propagation: its executors follow). Returns the pod when it is now terminating
         (its deletionTimestamp set), None when it is gone or was not there."""

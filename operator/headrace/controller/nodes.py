@@ -1,10 +1,12 @@
-"""Whether the nodes the apps' drivers run on are being drained (for `headrace.core.drain`).
+"""What the nodes the apps' pods run on say: being drained (for `headrace.core.drain`), or lost (not Ready, for
+`headrace.core.executors`).
 
 Owns: reading a Node (one GET) at most every REFRESH_SECONDS per node, whatever number of apps ask about it, and
-telling from it whether it is being emptied: cordoned, or tainted for removal (`core.drain.draining`). A node that
-cannot be read (gone, or the operator may not read Nodes) counts as not drained: the app keeps running where it is,
-and the eviction guard (the PodDisruptionBudget) still holds a drain back. Only the nodes of running drivers are
-asked about.
+telling from it whether it is being emptied (cordoned, or tainted for removal: `core.drain.draining`) and whether it
+is lost (its Ready condition is not True, or it carries the unreachable taint). A node that cannot be read (the
+operator may not read Nodes) counts as neither: the app keeps running where it is, and the eviction guard (the
+PodDisruptionBudget) still holds a drain back; a node that is gone counts as lost. Only the nodes of running drivers,
+and of executors being deleted, are asked about.
 Never: decides what moves (the planner does) or writes a Node.
 """
 
@@ -14,12 +16,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from headrace.core.drain import draining
 
 logger = logging.getLogger(__name__)
 REFRESH_SECONDS = 10.0
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    draining: bool = False
+    lost: bool = False
 
 
 def node_draining(node: dict[str, Any]) -> bool:
@@ -29,22 +39,36 @@ def node_draining(node: dict[str, Any]) -> bool:
     return draining(bool(spec.get("unschedulable")), keys)
 
 
+def node_lost(node: dict[str, Any]) -> bool:
+    """Whether a Node object says its kubelet is gone: Ready not True (False, Unknown, missing), or unreachable."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    if any(taint.get("key") == UNREACHABLE for taint in taints):
+        return True
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((item for item in conditions if item.get("type") == "Ready"), None)
+    return ready is None or ready.get("status") != "True"
+
+
 class NodeStates:
-    """Node name -> whether it is being drained, as last read (thread-safe: reconcile workers share it)."""
+    """Node name -> what it says, as last read (thread-safe: reconcile workers share it)."""
 
     def __init__(
         self, read: Callable[[str], dict[str, Any] | None], clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._read, self._clock = read, clock
-        self._known: dict[str, tuple[float, bool]] = {}  # node -> (read at, draining)
+        self._known: dict[str, tuple[float, NodeState]] = {}  # node -> (read at, state)
         self._lock = threading.Lock()
         self._warned = False
 
     def draining(self, nodes: Iterable[str]) -> frozenset[str]:
         """Which of `nodes` are being drained."""
-        return frozenset(node for node in nodes if self._draining(node))
+        return frozenset(node for node in nodes if self.state(node).draining)
 
-    def _draining(self, node: str) -> bool:
+    def lost(self, nodes: Iterable[str]) -> frozenset[str]:
+        """Which of `nodes` are lost (not Ready, or gone)."""
+        return frozenset(node for node in nodes if self.state(node).lost)
+
+    def state(self, node: str) -> NodeState:
         now = self._clock()
         with self._lock:
             known = self._known.get(node)
@@ -55,9 +79,12 @@ class NodeStates:
         except Exception as error:  # not fatal: the app stays where it is
             if not self._warned:
                 self._warned = True
-                logger.warning("cannot read Node %s (drains are not followed until it can): %s", node, error)
-            body = None
-        state = body is not None and node_draining(body)
+                logger.warning(
+                    "cannot read Node %s (drains and lost nodes are not followed until it can): %s", node, error
+                )
+            state = NodeState()
+        else:
+            state = NodeState(lost=True) if body is None else NodeState(node_draining(body), node_lost(body))
         with self._lock:
             self._known[node] = (now, state)
             if len(self._known) > 10_000:  # nodes come and go

@@ -17,6 +17,7 @@ from headrace.core.observation import (
     DriverLease,
     DriverPod,
     DriverProgress,
+    ExecutorPod,
     Observation,
     PodPhase,
     SavepointPhase,
@@ -295,6 +296,27 @@ def observe(
         prewarmed=driver_progress(prewarmed_status) if prewarmed_status else None,
         lease=lease,
     )
+
+
+def deleted_executors(pods: list[dict[str, Any]], lost_nodes: frozenset[str]) -> tuple[ExecutorPod, ...]:
+    """The executor pods being deleted, as `headrace.core.executors` decides on them."""
+    found = []
+    for pod in pods:
+        metadata, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+        if not metadata.get("deletionTimestamp"):
+            continue
+        phase = (pod.get("status") or {}).get("phase")
+        found.append(
+            ExecutorPod(
+                name=metadata["name"],
+                node=node,
+                deleting=True,
+                deletion_due=_deletion_due(metadata),
+                terminated=phase in ("Succeeded", "Failed"),
+                node_lost=node in lost_nodes,
+            )
+        )
+    return tuple(found)
 
 
 def running_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:

@@ -37,12 +37,14 @@ from headrace.controller.nodes import NodeStates
 from headrace.controller.observe import (
     app_view,
     current_driver_pod,
+    deleted_executors,
     lease_wanted,
     observe,
     prewarmed_driver_pod,
     running_nodes,
     serves_control_tls,
 )
+from headrace.core import executors
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
@@ -182,6 +184,8 @@ class Reconciler:
             lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
         )
+        if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
+            observation = self._with_deleted_executors(namespace, name, observation)
         now = self.clock()
         plan = decide(view, observation, now)
         delay = plan.requeue_after
@@ -211,6 +215,14 @@ class Reconciler:
             delay,
         )
         return delay
+
+    def _with_deleted_executors(self, namespace: str, name: str, observation: Observation) -> Observation:
+        """The app's executor pods being deleted, and whether their nodes are lost."""
+        pods = [
+            pod for pod in self.kube.list_executor_pods(namespace, name) if pod["metadata"].get("deletionTimestamp")
+        ]
+        nodes = {node for pod in pods if (node := (pod.get("spec") or {}).get("nodeName"))}
+        return replace(observation, executors=deleted_executors(pods, self._nodes.lost(nodes)))
 
     def _refused(
         self,

@@ -125,6 +125,18 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class ExecutorPod:
+    """An executor pod of the app being deleted (listed only while the driver is short of executors)."""
+
+    name: str
+    node: str | None
+    deleting: bool
+    deletion_due: datetime | None = None
+    terminated: bool = False
+    node_lost: bool = False  # its node is not Ready (NotReady or Unknown): nothing will confirm its deletion
+
+
+@dataclass(frozen=True)
 class DriverLease:
     """The app's driver Lease as the operator last read it, and since when (the operator's clock) it has read that
     same record: an unchanged record is how the operator tells, on its own clock, that its holder stopped renewing."""
@@ -147,6 +159,7 @@ class Observation:
     savepoints_in_flight: frozenset[str] = frozenset()  # StreamingSavepoints this operator is asking a driver for
     prewarmed: DriverProgress | None = None  # a pre-warmed upgrade's new driver (pendingOperation Upgrade/Prewarm)
     lease: DriverLease | None = None  # the driver Lease, read when a guarded driver is stuck deleting or unanswered
+    executors: tuple[ExecutorPod, ...] = ()  # executor pods being deleted, listed while the driver is short of them
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

@@ -31,7 +31,7 @@ from headrace.api import names
 from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
 from headrace.api.vocabulary import SavepointOperationKind
-from headrace.core import drain, failures, fence, prewarm, savepoints, standby
+from headrace.core import drain, executors, failures, fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     PREVIOUS_RUN,
@@ -120,6 +120,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
+        executors.confirm_lost(builder, observation)  # Spark replaces an executor lost with its node once it is gone
     return settled_quietly(app.status, builder.plan(), pod)
 
 

@@ -73,6 +73,10 @@ class FakeKube(KubeClient):
         self.pods.pop((namespace, name), None)
         return None
 
+    def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        self.calls.append(("list_executor_pods", app))
+        return []
+
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         self.calls.append(("label_pod", name))
         pod = self.pods.get((namespace, name))
