@@ -1,6 +1,10 @@
 """Lifecycle benchmark on the local cluster (or HEADRACE_E2E_KUBECONFIG): recovery, rescale, upgrade, suspend.
 
-Runs the windowed-counts example with a steady trickle of input files and prints, from one run:
+Runs the windowed-counts example as the quick start deploys it (`testbed.quickstart.example_app`): reading the
+cluster's Kafka (a topic of its own, a producer adding 120 clicks every 1.5 s), state in the cluster's S3 bucket,
+both queries, 8 state partitions. `--source files --state hostpath` is the bench's earlier configuration (input
+files and state on a hostPath the node shares, 120 clicks every 2 s); `--interval S` sets the producer's pace.
+It prints, from one run:
 recovery time after driver loss, in-place rescale time (up and down) with the longest gap between
 committed batches during it (against the median gap before) and the driver restarts it caused,
 savepoint-based rescale downtime (a state partition change through a savepoint and an offline
@@ -12,7 +16,14 @@ Run: `uv run python bench/lifecycle.py`.
 (seen by polling the API and the checkpoint every 0.2 s, from the deletion): old driver gone, new
 driver pod created, Running, executor pod Running, first batch committed by the new driver, plus
 the runtime's own phase metrics (JVM, SparkContext, executors registered, queries started) when the
-new driver serves them; then the median and p90 of each. `--legacy-start` runs the same with the
+new driver serves them, and the operator's restart backoff (`restart_backoff`, seconds it waited before the new
+attempt: status.restarts.nextRetryAt minus the failure; `consecutive_failures`, the count that set it); then the
+median and p90 of each. The backoff is the operator's restartPolicy: the first loss of a healthy run restarts at
+once, each further loss before a driver has run `healthyAfter` (2m by default) waits `backoff.initialSeconds`
+doubled per loss (1, 2, 4, 8 s with the example's policy). The bench sets healthyAfter 5s and waits for the reset
+before each loss, so its recoveries hold no backoff; `--example-restart-policy` keeps the example's policy and
+deletes the driver as soon as the new one has committed batches for 10 s, as a person deleting pods in a row
+would (the backoff then shows in `restart_backoff`). `--legacy-start` runs the same with the
 previous cold path (the driver JVM started by spark-submit's launcher, no class-data sharing archive
 for driver and executors: HEADRACE_JVM_START=spark-submit on the driver; the SparkContext waiting for
 executors; Hadoop's local file system forking chmod); `--json FILE` saves the runs
@@ -48,13 +59,44 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from headrace.api import names
-from testbed import REPOSITORY, scenario
-from testbed.environment import Environment, deployed_example, environment
+from headrace.core.timefmt import parse_time
+from testbed import REPOSITORY, quickstart, scenario
+from testbed.environment import Environment, environment
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where the bench app reads and keeps its state, and how fast the producer adds clicks."""
+
+    source: str = "kafka"  # the cluster's Kafka (a topic of the app's own), or "files" on the hostPath
+    state: str = "bucket"  # the cluster's S3 bucket, or "hostpath" beside the output
+    interval: float = 1.5  # seconds between two chunks of 120 clicks
+
+    @property
+    def label(self) -> str:
+        """As printed with the figures."""
+        return f"source {self.source}, state {self.state}, 120 clicks every {self.interval:g} s"
+
+
+QUICKSTART = Setup()
+STATES = ("bucket", "hostpath")
+FILES_INTERVAL = 2.0  # the producer's pace of the file configuration (the bench's before the quick start's)
+
+
+@contextlib.contextmanager
+def _deployed(target: Environment, setup: Setup, **overrides: object) -> Iterator[scenario.AppHandle]:
+    """The example as the quick start applies it, in `setup`'s configuration with `overrides` in its spec, 3 chunks
+    of clicks written, once it committed a batch; its namespace deleted afterwards."""
+    bucket = setup.state == "bucket"
+    with quickstart.example_app(target, 3, "bench", source=setup.source, bucket=bucket, **overrides) as app:
+        app.wait(app.commits, 900, "the first batch")
+        yield app
 
 
 def _driver(app: scenario.AppHandle) -> str:
@@ -66,13 +108,12 @@ def _gaps(app: scenario.AppHandle, start: float, end: float) -> list[float]:
     return [later - earlier for earlier, later in itertools.pairwise(stamps)]
 
 
-def run(target: Environment) -> dict[str, float]:
+def run(target: Environment, setup: Setup = QUICKSTART) -> dict[str, float]:
     """The whole scenario; returns the figures."""
     figures: dict[str, float] = {}
-    with deployed_example(target, 3, upgradeMode="savepoint") as app:
+    with _deployed(target, setup, upgradeMode="savepoint") as app:
         namespace = app.namespace
-        app.wait(app.commits, 900, "the first batch")
-        with scenario.Writer(app.input, interval=2.0):
+        with scenario.Writer(app.input, interval=setup.interval):
             time.sleep(30)
             before = _gaps(app, time.time() - 30, time.time())
             figures["median_batch_gap_s"] = statistics.median(before) if before else float("nan")
@@ -242,9 +283,35 @@ def _last_batch_before(app: scenario.AppHandle, since: float, moment: float) -> 
     return {"last_batch_before": max(earlier) - since} if earlier else {}
 
 
+def _backoff(restarts: dict[str, object]) -> dict[str, float]:
+    """The restart backoff the operator decided on a failure it just recorded: seconds from the failure to
+    `nextRetryAt` (gone already, or never set, when it restarted at once), and the consecutive failures behind it."""
+    retry, failures = restarts.get("nextRetryAt"), restarts.get("failureTimes") or []
+    waited = 0.0
+    if isinstance(retry, str) and isinstance(failures, list) and failures:
+        waited = max(0.0, (parse_time(retry) - parse_time(str(failures[-1]))).total_seconds())
+    consecutive = restarts.get("consecutive")
+    count = float(consecutive) if isinstance(consecutive, int) else 0.0
+    return {"restart_backoff": waited, "consecutive_failures": count}
+
+
 def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
-    """Delete the running driver; the phases of its replacement, in seconds from the deletion."""
-    return _phases(app, lambda old: app.core.delete_namespaced_pod(old, app.namespace))
+    """Delete the running driver; the phases of its replacement, in seconds from the deletion, and the operator's
+    restart backoff (`_backoff`, seen when it recorded the failure: the phase `failure_recorded`)."""
+    before = (app.status().get("restarts") or {}).get("total", 0)
+    backoff: dict[str, float] = {}
+
+    def failure_recorded() -> bool:
+        restarts = app.status().get("restarts") or {}
+        if restarts.get("total", 0) <= before:
+            return False
+        backoff.update(_backoff(restarts))
+        return True
+
+    phases = _phases(
+        app, lambda old: app.core.delete_namespaced_pod(old, app.namespace), {"failure_recorded": failure_recorded}
+    )
+    return phases | backoff
 
 
 # Each recovery is the loss of a healthy run's driver: the driver has run longer than healthyAfter by the
@@ -252,6 +319,7 @@ def _one_recovery(app: scenario.AppHandle) -> dict[str, float]:
 # With the default 2m, every deletion after the first waited a doubling backoff (1, 2, 4, 8 s...) and the
 # eleventh hit maxRestartsInWindow.
 HEALTHY_RUN_POLICY = {"healthyAfter": "5s", "maxRestartsInWindow": 1000}
+COUNTS = ("consecutive_failures",)  # entries of a run's phases that are counts, not seconds
 LEGACY_START_ENV = {"name": "HEADRACE_JVM_START", "value": "spark-submit"}  # headrace.runtime.jvm's switch
 # ... and Spark's and Hadoop's own defaults for what the runtime now sets otherwise (headrace.runtime.sparkconf:
 # COLD_START_DEFAULTS, LOCAL_FS_CONF)
@@ -287,13 +355,16 @@ def _overrides(
     legacy_start: bool = False,
     standby: bool = False,
     warmup: bool = True,
+    example_policy: bool = False,
     **spec: object,
 ) -> dict[str, object]:
-    """The bench app's spec on top of the example's: restarts of a healthy run at once, `spark_conf` added to
-    its sparkConf, the previous cold path (`legacy_start`), a warm standby (with its warm-up query unless not
-    `warmup`), and any other `spec` fields."""
+    """The bench app's spec on top of the example's: restarts of a healthy run at once (the example's own restart
+    policy with `example_policy`), `spark_conf` added to its sparkConf, the previous cold path (`legacy_start`), a
+    warm standby (with its warm-up query unless not `warmup`), and any other `spec` fields."""
     example = yaml.safe_load((REPOSITORY / "apps" / scenario.APP / "streamingapp.yaml").read_text())
-    overrides: dict[str, object] = {"restartPolicy": {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}}
+    overrides: dict[str, object] = {}
+    if not example_policy:
+        overrides["restartPolicy"] = {**example["spec"]["restartPolicy"], **HEALTHY_RUN_POLICY}
     if legacy_start:
         driver = scenario.windowed_counts_manifest(Path())["spec"]["driver"]  # the same resources, plus the switch
         overrides["driver"] = {**driver, "env": [*driver.get("env", []), LEGACY_START_ENV]}
@@ -306,18 +377,20 @@ def _overrides(
 
 
 @contextlib.contextmanager
-def _bench_app(target: Environment, overrides: dict[str, object]) -> Iterator[scenario.AppHandle]:
-    """The example deployed with `overrides` under a steady trickle of input, once it committed a batch."""
-    with deployed_example(target, 3, **overrides) as app, scenario.Writer(app.input, interval=2.0):
-        app.wait(app.commits, 900, "the first batch")
+def _bench_app(target: Environment, setup: Setup, overrides: dict[str, object]) -> Iterator[scenario.AppHandle]:
+    """The example deployed in `setup`'s configuration with `overrides`, once it committed a batch, under the
+    producer."""
+    with _deployed(target, setup, **overrides) as app, scenario.Writer(app.input, interval=setup.interval):
         yield app
 
 
-def _steady(app: scenario.AppHandle, standby: bool = False) -> None:
-    """Wait until the current driver runs steadily: batches keep coming, the backoff reset, a standby waits."""
+def _steady(app: scenario.AppHandle, standby: bool = False, reset: bool = True) -> None:
+    """Wait until the current driver runs steadily: batches keep coming, the backoff reset (unless not `reset`), a
+    standby waits."""
     app.wait(app.driver_commits, 900, "a batch by the current driver")
     time.sleep(10)
-    app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
+    if reset:
+        app.wait(lambda: not app.status()["restarts"].get("consecutive"), 120, "the backoff reset (healthyAfter)")
     if standby:
         app.wait(lambda: _standby_waits(app), 900, "a standby at its gate")
 
@@ -341,11 +414,11 @@ def _measured(
 
 
 def _recoveries(
-    app: scenario.AppHandle, runs: int, standby: bool = False, save: Path | None = None
+    app: scenario.AppHandle, runs: int, standby: bool = False, save: Path | None = None, reset: bool = True
 ) -> list[dict[str, float]]:
     results: list[dict[str, float]] = []
     for number in range(1, runs + 1):
-        _steady(app, standby)
+        _steady(app, standby, reset)
         _measured(app, f"recovery {number}", lambda: _one_recovery(app), results, save)
     return results
 
@@ -359,11 +432,15 @@ def recoveries(
     *,
     warmup: bool = True,
     save: Path | None = None,
+    setup: Setup = QUICKSTART,
+    example_policy: bool = False,
 ) -> list[dict[str, float]]:
-    """`runs` cold recoveries of one deployment under a steady trickle of input (`spark_conf` added to the app's);
-    the runs so far are written to `save` after each."""
-    with _bench_app(target, _overrides(spark_conf, legacy_start, standby, warmup)) as app:
-        return _recoveries(app, runs, standby, save)
+    """`runs` cold recoveries of one deployment in `setup`'s configuration under its producer (`spark_conf` added to
+    the app's); the runs so far are written to `save` after each. With `example_policy`, the example's restart
+    policy, each loss as soon as the new driver has run 10 s (the backoff of consecutive losses included)."""
+    overrides = _overrides(spark_conf, legacy_start, standby, warmup, example_policy)
+    with _bench_app(target, setup, overrides) as app:
+        return _recoveries(app, runs, standby, save, reset=not example_policy)
 
 
 BENCH_ENV = "BENCH_RUN"  # a driver variable nothing reads (HEADRACE_* are reserved): an upgrade and nothing else
@@ -415,14 +492,15 @@ def transitions(
     *,
     save: Path | None = None,
     prewarmed: list[dict[str, float]] | None = None,
+    setup: Setup = QUICKSTART,
 ) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
-    """`cold` cold recoveries, then `runs` transitions of `kind`, on one deployment under a steady trickle of
-    input (`spark_conf` added to the app's): each from the change of the spec to the first batch committed by
+    """`cold` cold recoveries, then `runs` transitions of `kind`, on one deployment in `setup`'s configuration under
+    its producer (`spark_conf` added to the app's): each from the change of the spec to the first batch committed by
     the new driver. Returns the transitions' phases and the recoveries'; the runs so far are written to `save`
     (the recoveries to its name with `.cold.json`) after each. Given `prewarmed`, every second run is a pre-warmed
     upgrade, whose phases go there (and to `save`'s name with `.prewarmed.json`)."""
     mode, change_of, takes_savepoint = TRANSITIONS[kind]
-    with _bench_app(target, _overrides(spark_conf or {}, upgradeMode=mode)) as app:
+    with _bench_app(target, setup, _overrides(spark_conf or {}, upgradeMode=mode)) as app:
         baseline = _recoveries(app, cold, save=save and save.with_suffix(".cold.json"))
         results: list[dict[str, float]] = []
         for number in range(1, runs + 1):
@@ -450,10 +528,11 @@ def _summary(results: list[dict[str, float]], baseline: list[dict[str, float]] |
     for name in names_seen:
         values = sorted(phases[name] for phases in results if name in phases)
         p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
-        line = f"{name}: median {statistics.median(values):.1f} s, p90 {p90:.1f} s, n={len(values)}"
+        unit = "" if name in COUNTS else " s"
+        line = f"{name}: median {statistics.median(values):.1f}{unit}, p90 {p90:.1f}{unit}, n={len(values)}"
         if baseline and any(name in phases for phases in baseline):
             before = _median(baseline, name)
-            line += f"; baseline median {before:.1f} s, ratio {statistics.median(values) / before:.2f}"
+            line += f"; baseline median {before:.1f}{unit}, ratio {statistics.median(values) / before:.2f}"
         print(line, flush=True)
 
 
@@ -477,11 +556,28 @@ def main() -> None:
     parser.add_argument(
         "--cold", type=int, default=0, metavar="K", help="with --transition: K cold recoveries first, the baseline"
     )
+    parser.add_argument(
+        "--source", choices=quickstart.SOURCES, default=QUICKSTART.source, help="the app's input (the quick start's)"
+    )
+    parser.add_argument(
+        "--state", choices=STATES, default=QUICKSTART.state, help="where its state lives (the quick start's bucket)"
+    )
+    parser.add_argument(
+        "--interval", type=float, metavar="S", help="seconds between chunks of 120 clicks (1.5; 2 with files)"
+    )
+    parser.add_argument(
+        "--example-restart-policy",
+        action="store_true",
+        help="with --recovery: the example's restart policy, losses in a row (the operator's backoff included)",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="save the runs' phases")
     parser.add_argument("--baseline", type=Path, metavar="FILE", help="ratios against saved runs")
     options = parser.parse_args()
     spark_conf = dict(item.split("=", 1) for item in options.spark_conf)
     saved = json.loads(options.baseline.read_text()) if options.baseline else None
+    default_interval = FILES_INTERVAL if options.source == "files" else QUICKSTART.interval
+    setup = Setup(options.source, options.state, options.interval or default_interval)
+    print(f"configuration: {setup.label}", flush=True)
     with tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp, environment(Path(temp)) as target:
         if options.recovery:
             results = recoveries(
@@ -492,6 +588,8 @@ def main() -> None:
                 options.standby,
                 warmup=not options.no_warmup,
                 save=options.json,
+                setup=setup,
+                example_policy=options.example_restart_policy,
             )
             _summary(results, saved)
             return
@@ -505,6 +603,7 @@ def main() -> None:
                 spark_conf,
                 save=options.json,
                 prewarmed=prewarmed if options.prewarm else None,
+                setup=setup,
             )
             if cold:
                 print("cold recovery, same deployment:", flush=True)
@@ -515,7 +614,7 @@ def main() -> None:
                 print(f"{options.transition}, pre-warmed (baseline: the ones above, not pre-warmed):", flush=True)
                 _summary(prewarmed, results)
             return
-        for name, value in run(target).items():
+        for name, value in run(target, setup).items():
             print(f"{name}: {value:.1f}", flush=True)
 
 

@@ -26,7 +26,6 @@ import dataclasses
 import signal
 import statistics
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,7 +36,6 @@ from kubernetes import client
 
 from headrace.api import models, names
 from testbed import faults, operator_pods, quickstart, scenario, sink
-from testbed.controlplane import delete_namespace
 from testbed.environment import Environment
 from testbed.scenario import OPERATOR_NAMESPACE
 
@@ -116,25 +114,12 @@ def chaos_app(
     """The quick start's example (Kafka topic and namespace of its own, state in the bucket in `partitions` state
     partitions, the restart policy's `heartbeat_timeout`), committing batches; its namespace is deleted
     afterwards."""
-    namespace = f"chaos-{uuid.uuid4().hex[:6]}"
     example = scenario.windowed_counts_manifest(target.data_root)  # its restart policy, plus the heartbeat timeout
     policy = {**example["spec"]["restartPolicy"], "heartbeatTimeout": heartbeat_timeout}
-    with target.api_client() as api:
-        try:
-            data, clicks = quickstart.apply_example(
-                target,
-                files,
-                namespace=namespace,
-                topic=namespace,
-                restartPolicy=policy,
-                state={"partitions": partitions},
-            )
-            handle = scenario.AppHandle(api, namespace, data)
-            handle.input = clicks
-            handle.wait(handle.commits, 600, "the chaos app's first committed batch")
-            yield handle
-        finally:
-            delete_namespace(api, namespace)
+    state = {"partitions": partitions}
+    with quickstart.example_app(target, files, "chaos", restartPolicy=policy, state=state) as handle:
+        handle.wait(handle.commits, 600, "the chaos app's first committed batch")
+        yield handle
 
 
 def retrying(check: Callable[[], Any]) -> Any:

@@ -4,20 +4,24 @@ Owns: the order of the quick start: the background cluster up, images built from
 imported, the operator installed by its Helm chart, and the windowed-counts example applied in
 namespace `demo`, reading click events from the cluster's Kafka (``kafka.kafka.svc:9092``, topic
 `clicks`, fed by a producer on this machine), or with ``--source files`` from a directory of click files.
-Never: configures components itself (cluster, images, environment and scenario modules do).
+Also the example in a namespace (and topic) of its own, as the chaos run and the lifecycle bench deploy it
+(`example_app`). Never: configures components itself (cluster, images, environment and scenario modules do).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from testbed import REPOSITORY, cluster, images, objectstore, scenario, tools
+from testbed.controlplane import delete_namespace
 from testbed.environment import Environment
 
 NAMESPACE = "demo"
@@ -58,11 +62,13 @@ def apply_example(
     source: str = "kafka",
     namespace: str = NAMESPACE,
     topic: str = TOPIC,
+    bucket: bool = True,
     **spec_overrides: Any,
 ) -> tuple[Path, scenario.ClickFiles | scenario.ClickTopic]:
     """Step 4, also run by the quick start's and the chaos suite's e2e tests: the example applied in `namespace`
     (spec_overrides merged into its spec), `files` chunks of clicks produced to `topic` (`source` kafka) or written
-    as input files (`source` files); returns the example's data directory and the clicks' writer."""
+    as input files (`source` files); returns the example's data directory and the clicks' writer. Its state is in
+    the cluster's S3 bucket, or with `bucket` False on the hostPath beside its output (`use_bucket`)."""
     if source not in SOURCES:
         raise ValueError(f"--source must be one of {', '.join(SOURCES)}, not {source!r}")
     namespace_manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
@@ -85,12 +91,39 @@ def apply_example(
         manifest = scenario.windowed_counts_manifest(data, **spec_overrides)
     (data / "namespace.yaml").write_text(yaml.safe_dump(namespace_manifest))
     target.kubectl("apply", "-f", str(data / "namespace.yaml"))
-    use_bucket(target, data, manifest, namespace)
+    if bucket:
+        use_bucket(target, data, manifest, namespace)
     (data / "streamingapp.yaml").write_text(yaml.safe_dump(manifest))
     target.kubectl("apply", "-n", namespace, "-f", str(data / "streamingapp.yaml"))
     for _ in range(files):
         clicks.next_file()
     return data, clicks
+
+
+@contextlib.contextmanager
+def example_app(
+    target: Environment,
+    files: int,
+    prefix: str,
+    *,
+    source: str = "kafka",
+    bucket: bool = True,
+    **spec_overrides: Any,
+) -> Iterator[scenario.AppHandle]:
+    """The quick start's example (`apply_example`) in a namespace of its own named `prefix`-<random>, reading a
+    topic of that name (`source` kafka), `files` chunks of clicks in it; the handle's `input` is its producer. The
+    namespace is deleted afterwards."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    with target.api_client() as api:
+        try:
+            data, clicks = apply_example(
+                target, files, source=source, namespace=namespace, topic=namespace, bucket=bucket, **spec_overrides
+            )
+            handle = scenario.AppHandle(api, namespace, data)
+            handle.input = clicks
+            yield handle
+        finally:
+            delete_namespace(api, namespace)
 
 
 def use_bucket(target: Environment, data: Path, manifest: dict[str, Any], namespace: str = NAMESPACE) -> None:

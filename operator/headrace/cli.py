@@ -17,9 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from headrace.adapters.connect import api_client, current_namespace
 from headrace.adapters.kube import KubeClient
 from headrace.api import crd, names
+from headrace.render.manifests import DRIVER_CONTAINER
 from headrace.render.savepoints import savepoint_resource
 
 # Relative to the working directory: run `headrace crds` from a checkout (the Makefile does).
@@ -195,6 +198,54 @@ def command_rescale(args: argparse.Namespace) -> int:
     return _wait_for(args, kube, "rescale", args.executors) if args.wait else 0
 
 
+def log_source(app: dict[str, Any], previous: bool) -> tuple[str | None, str]:
+    """The driver pod whose log `headrace logs` shows (None: none to show), and what to say about it: the current
+    attempt's, or with `previous` the attempt before it (in the same run)."""
+    status = app.get("status") or {}
+    run = status.get("run") or {}
+    if not run:
+        return None, "no driver has been started yet"
+    if not previous:
+        return str(run["driverPod"]), f"run {run['number']}, attempt {run['attempt']}"
+    if run["attempt"] <= 1:
+        return None, f"run {run['number']} has had one attempt only"
+    restarts = status.get("restarts") or {}
+    last = f"{restarts.get('lastFailureReason')}: {restarts.get('lastFailureMessage')}"
+    attempt = run["attempt"] - 1
+    return names.driver_pod(app["metadata"]["name"], run["number"], attempt), (
+        f"run {run['number']}, attempt {attempt}; its failure as recorded: {last}"
+    )
+
+
+def command_logs(args: argparse.Namespace) -> int:
+    """`headrace logs APP [--previous] [-f]`: the driver's log, or the attempt before's while its pod exists."""
+    kube = _client(args)
+    app = kube.get_app(args.namespace, args.app)
+    if app is None:
+        print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
+        return 1
+    pod, about = log_source(app, args.previous)
+    print(f"# {about}", file=sys.stderr)
+    if pod is None:
+        return 1
+    try:
+        if args.follow:
+            response: Any = kube.core.read_namespaced_pod_log(
+                pod, args.namespace, container=DRIVER_CONTAINER, follow=True, _preload_content=False
+            )
+            for chunk in response.stream():
+                sys.stdout.write(chunk.decode(errors="replace"))
+            return 0
+        text = kube.core.read_namespaced_pod_log(pod, args.namespace, container=DRIVER_CONTAINER)
+    except ApiException as error:
+        if error.status == 404:
+            print(f"driver pod {pod} is gone (a new attempt's start deletes the one before)", file=sys.stderr)
+            return 1
+        raise
+    sys.stdout.write(text)
+    return 0
+
+
 def _add_app_commands(commands: Any) -> None:
     """Register the commands that operate apps."""
     common = argparse.ArgumentParser(add_help=False)
@@ -222,6 +273,11 @@ def _add_app_commands(commands: Any) -> None:
     rescale.add_argument("app")
     rescale.add_argument("executors", type=int)
     rescale.set_defaults(func=command_rescale)
+    logs = commands.add_parser("logs", parents=[common], help="the driver's log (--previous: the attempt before's)")
+    logs.add_argument("app")
+    logs.add_argument("--previous", action="store_true", help="the previous attempt's driver, while its pod exists")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.set_defaults(func=command_logs)
 
 
 def main(argv: list[str] | None = None) -> int:

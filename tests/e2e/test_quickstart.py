@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -144,7 +145,7 @@ def run_as_a_newcomer(commands: list[str], home: Path, kafka_bootstrap: str) -> 
     this process's); stops at the first failing line and names it. The home's ~/.cache/headrace/cluster/kubeconfig
     is this cluster's, as the quick start's is on a user's machine; its Kafka is the quick start's producer target."""
     commands = [line for line in commands if line.split("#", 1)[0].strip() not in NOT_RUN]
-    script = "set -e\n" + "".join(f"echo '$ {line}'\n{line}\n" for line in commands)
+    script = "set -e\n" + "".join(f"echo {shlex.quote('$ ' + line)}\n{line}\n" for line in commands)
     env = {"HOME": str(home), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "HEADRACE_KAFKA_BOOTSTRAP": kafka_bootstrap}
     done = subprocess.run(
         ["bash", "--noprofile", "--norc", "-c", script],

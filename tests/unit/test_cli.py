@@ -36,3 +36,17 @@ CASES: list[tuple[str, dict[str, Any], int | None, tuple[bool, str | None]]] = [
 @pytest.mark.parametrize(("verb", "resource", "executors", "expected"), CASES)
 def test_outcome(verb: str, resource: dict[str, Any], executors: int | None, expected: tuple[bool, str | None]) -> None:
     assert cli.outcome(verb, resource, executors) == expected
+
+
+def _with_run(attempt: int | None) -> dict[str, Any]:
+    run = {"number": 2, "attempt": attempt, "driverPod": f"clicks-r2-a{attempt}-driver"} if attempt else None
+    restarts = {"lastFailureReason": "ScriptExited", "lastFailureMessage": "the script exited with 2"}
+    return {"metadata": {"name": "clicks"}, "status": {"run": run, "restarts": restarts}}
+
+
+def test_which_drivers_log() -> None:
+    assert cli.log_source(_with_run(3), previous=False) == ("clicks-r2-a3-driver", "run 2, attempt 3")
+    pod, about = cli.log_source(_with_run(3), previous=True)
+    assert pod == "clicks-r2-a2-driver" and "ScriptExited: the script exited with 2" in about
+    assert cli.log_source(_with_run(1), previous=True)[0] is None  # no attempt before it in this run
+    assert cli.log_source(_with_run(None), previous=False) == (None, "no driver has been started yet")

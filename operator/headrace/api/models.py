@@ -568,7 +568,7 @@ class AutoscalerQuota(Model):
         Field(
             pattern=MEMORY_PATTERN,
             description="Most memory the app's pods may request, e.g. 64g: the driver pod plus every executor pod, "
-            "each its heap plus the overhead Headrace adds (40%, at least 384 MiB). The autoscaler never scales "
+            "each its memory plus its memoryOverhead (as the pods request it). The autoscaler never scales "
             "beyond it; unset: no bound but maxExecutors.",
         ),
     ] = None

@@ -48,9 +48,13 @@ def describe(error: BaseException) -> str:
     stack = traceback.extract_tb(error.__traceback__)
     runner = [index for index, frame in enumerate(stack) if frame.filename.endswith("runpy>")]
     frames = list(stack[runner[-1] + 1 :] if runner else stack)  # the script's own, not the runtime's way to run it
-    shown = frames[-TRACE_FRAMES:]
+    if len(frames) <= TRACE_FRAMES:
+        shown, label = frames, f"{len(frames)} frame(s)"
+    else:  # the script's own outermost frame (the line that failed there), then the innermost ones
+        shown = [frames[0], *frames[-(TRACE_FRAMES - 1) :]]
+        label = f"the outermost and the innermost {TRACE_FRAMES - 1} of {len(frames)} frames"
     if shown:
-        lines.append(f"Traceback (the innermost {len(shown)} of {len(frames)} frames):")
+        lines.append(f"Traceback ({label}):")
         lines.extend(entry.rstrip("\n") for entry in traceback.format_list(shown))
     return "\n".join(lines)
 
