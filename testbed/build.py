@@ -20,7 +20,15 @@ KUBERNETES_VERSION = "1.35.4"
 ETCD_VERSION = "3.6.16"
 HELM_VERSION = "3.22.0"
 
-KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "kube-proxy")
+KUBE_COMMANDS = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kubectl",
+    "kube-proxy",
+    "kubeadm",  # the kind node image's (testbed.kind)
+)
 
 # The staging modules of k8s.io/kubernetes 1.35: its go.mod requires them at v0.0.0, so a wrapper
 # module must pin each to the matching v0.35.N release.

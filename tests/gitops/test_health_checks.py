@@ -139,6 +139,17 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "Suspended",
         "savepoint sp-1",
     ),
+    "completed after restarts": (
+        app(
+            app_status(
+                "Completed",
+                condition("Ready", "False", "Completed", "the job finished"),
+                condition("Degraded", "True", "RecentRestarts", "restarted 1 times"),
+            )
+        ),
+        "Healthy",
+        "the job finished",
+    ),
     "failing at start": (
         app(
             app_status(
@@ -187,6 +198,7 @@ PAST_GRACE: dict[str, tuple[str, str]] = {
     "running and ready": ("Healthy", "DriverRunning"),  # Degraded False: no grace period applies
     "suspended": ("Suspended", "savepoint sp-1"),
     "failing at start": ("Degraded", "StartupFailing"),
+    "completed after restarts": ("Healthy", "the job finished"),  # a bounded job's old RecentRestarts
 }
 
 

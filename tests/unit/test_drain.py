@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import PrewarmUpgrade, StreamingAppSpec, StreamingAppStatus
 from headrace.controller.nodes import REFRESH_SECONDS, NodeStates, node_draining, node_lost
-from headrace.core import prewarm
 from headrace.core.builder import spec_hash
 from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, PromoteDriver
@@ -41,7 +40,7 @@ def test_a_driver_on_a_drained_node_moves_through_a_pre_warmed_driver_of_the_sam
     plan = decide(view(SPEC, status), Observation(drivers=(DRAINED,), progress=PROCESSING), later(2))
     pending = plan.status.pendingOperation
     assert pending is not None and (pending.kind, pending.step) == ("Upgrade", "Prewarm")
-    assert pending.detail[prewarm.MOVE] == "node worker-1 is being drained"  # the key `wal` types
+    assert isinstance(pending, PrewarmUpgrade) and pending.move == "node worker-1 is being drained"
     (ensure,) = [action for action in plan.actions if isinstance(action, EnsureDriver)]
     assert (ensure.run, ensure.attempt, ensure.standby, ensure.keep) == (1, 2, True, (1, 1))
     assert ensure.spec == SPEC and ensure.checkpoint_dir == status.run.checkpointDir  # type: ignore[union-attr]

@@ -9,7 +9,8 @@
 --               not applied: InvalidSpec, UpgradeRefused, UpgradeNotRetried, RestoreSourceMissing,
 --               that restarts exceeded their budget and slowed down: RestartsExhausted, or that the app
 --               keeps failing before its first committed batch: StartupFailing;
---               or Degraded True (any reason) for longer than DEGRADED_GRACE_SECONDS
+--               or Degraded True (any reason) for longer than DEGRADED_GRACE_SECONDS (not once
+--               Suspended or Completed)
 --   Suspended   phase Suspended
 local hs = {}
 
@@ -109,7 +110,8 @@ local function assess(app)
     if DEGRADED_REASONS[degraded.reason] then
       return result("Degraded", phase, degraded)
     end
-    if phase ~= "Suspended" and older_than(degraded, DEGRADED_GRACE_SECONDS) then
+    local settled = phase == "Suspended" or phase == "Completed"
+    if not settled and older_than(degraded, DEGRADED_GRACE_SECONDS) then
       hs.status = "Degraded"
       hs.message = "phase " .. tostring(phase) .. "; Degraded for more than " .. DEGRADED_GRACE_SECONDS
         .. "s since " .. degraded.lastTransitionTime .. ": " .. describe(degraded)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from headrace.api import names
 from headrace.api import runtime_contract as contract
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import PrewarmUpgrade, StreamingAppSpec, StreamingAppStatus, ThroughSavepoint
 from headrace.core.observation import (
     BatchTotals,
     DriverLease,
@@ -75,7 +75,7 @@ def serves_control_tls(pod: dict[str, Any]) -> bool:
     return any(volume.get("name") == names.CONTROL_TLS_VOLUME for volume in spec.get("volumes") or [])
 
 
-def driver_pod(pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset()) -> DriverPod | None:
+def read_driver_pod(pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset()) -> DriverPod | None:
     """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
     metadata = pod.get("metadata", {})
     labels = metadata.get("labels") or {}
@@ -150,7 +150,7 @@ def _waiting(status: dict[str, Any]) -> str | None:
     return None
 
 
-def savepoint_resource(body: dict[str, Any]) -> SavepointResource:
+def read_savepoint_resource(body: dict[str, Any]) -> SavepointResource:
     """One StreamingSavepoint as the planner sees it."""
     metadata, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
     phase_text = status.get("phase")
@@ -286,10 +286,10 @@ def observe(
     draining_nodes: frozenset[str] = frozenset(),
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
-    drivers = tuple(pod for pod in (driver_pod(item, draining_nodes) for item in pods) if pod is not None)
+    drivers = tuple(pod for pod in (read_driver_pod(item, draining_nodes) for item in pods) if pod is not None)
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
-        savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
+        savepoints=tuple(read_savepoint_resource(item) for item in savepoints or []),
         progress=driver_progress(driver_status) if driver_status else None,
         unanswered=unanswered,
         savepoints_in_flight=savepoints_in_flight,
@@ -365,20 +365,29 @@ def app_view(body: dict[str, Any]) -> AppView:
     )
 
 
+def logged_savepoint(app: dict[str, Any]) -> str | None:
+    """The StreamingSavepoint the app's write-ahead log is taking (None: none, or its status cannot be read)."""
+    try:
+        status = StreamingAppStatus.model_validate(app.get("status") or {})
+    except ValidationError:
+        return None
+    pending = status.pendingOperation
+    return pending.savepoint if isinstance(pending, ThroughSavepoint) else None
+
+
 def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
     return tuple(
         Problem(".".join([root, *(str(part) for part in item["loc"])]), item["msg"]) for item in error.errors()
     )
 
 
-def prewarmed_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def prewarmed_driver_pod(status: StreamingAppStatus, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The new driver a pre-warmed upgrade waits for (pendingOperation Upgrade/Prewarm), when it runs and has an
     IP; else None."""
-    pending = (app.get("status") or {}).get("pendingOperation") or {}
-    if pending.get("kind") != "Upgrade" or pending.get("step") != "Prewarm":
+    pending = status.pendingOperation
+    if not isinstance(pending, PrewarmUpgrade):
         return None
-    name = (pending.get("detail") or {}).get("prewarm")
-    pod = next((item for item in pods if item["metadata"]["name"] == name), None)
+    pod = next((item for item in pods if item["metadata"]["name"] == pending.prewarmDriver), None)
     if pod is None or (pod.get("status") or {}).get("phase") != "Running" or not pod["status"].get("podIP"):
         return None
     return None if pod["metadata"].get("deletionTimestamp") else pod

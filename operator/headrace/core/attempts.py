@@ -5,10 +5,8 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from headrace.api import names
-from headrace.api.models import Condition, PendingOperation, Phase, RunStatus, StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import Condition, Phase, RunStatus, StartAttempt, StreamingAppSpec, StreamingAppStatus
 from headrace.core import fence
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.conditions import get_condition
@@ -18,8 +16,6 @@ from headrace.core.restarts import NEVER_RAN_REASONS
 from headrace.core.timefmt import format_time
 
 FENCE_POLL_SECONDS = 1.0
-PREVIOUS_RUN = "previousRun"  # pendingOperation.detail of a StartDriver that replaces a run's attempt
-PREVIOUS_SPEC = "previousSpec"
 PENDING_POLL_SECONDS = 5.0
 DRIVER_PENDING = "DriverPending"  # Ready's reason while the driver pod is not running yet
 
@@ -53,14 +49,14 @@ def start_attempt(
     started = planned_run(builder, spec, run=run, attempt=attempt, restore_from=restore_from)
     previous, previous_spec = builder.status.run, builder.status.lastReconciledSpec
     builder.status.run = started
-    builder.status.pendingOperation = PendingOperation(
-        kind="StartDriver", step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
+    replaces = previous is not None and previous_spec is not None  # to return to, should the API server refuse it
+    builder.status.pendingOperation = StartAttempt(
+        startedAt=format_time(builder.now),
+        run=run,
+        attempt=attempt,
+        previousRun=previous.model_copy() if previous is not None and replaces else None,
+        previousSpec=previous_spec if replaces else None,
     )
-    if previous is not None and previous_spec is not None:  # to return to, should the API server refuse this one
-        builder.status.pendingOperation.detail = {
-            PREVIOUS_RUN: previous.model_dump_json(exclude_none=True),
-            PREVIOUS_SPEC: previous_spec,
-        }
     if previous is None or previous.number != run:
         builder.status.progress = None  # a new checkpoint: nothing committed in it yet
     builder.status.lastReconciledSpec = spec_json(spec)
@@ -108,20 +104,22 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
     builder.status.pendingOperation = None
 
 
-def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | None) -> Plan:
-    """`plan` with the recorded status kept (no status write) when all it would write is that the pending start's
-    driver pod exists and waits with nothing to say yet (Pending, no waiting reason, not being deleted): Ready
-    `DriverPending` "driver pod X is Pending" says what the recorded Ready `DriverStarting` "driver X is starting"
-    says, and the StartDriver left pending is harmless (a restarted operator resuming it finds the pod and decides
-    the same). The next change worth writing (the pod waits for a reason, runs or fails) records both: one status
-    write fewer per attempt. A plan with actions or events is never changed (they would be repeated)."""
+def worth_recording(previous: StreamingAppStatus, plan: Plan, observation: Observation) -> StreamingAppStatus:
+    """The status to record for `plan` (the status recorder writes it unless it is `previous`, the recorded one):
+    `previous` when all the plan's status would add is that the pending start's driver pod exists and waits with
+    nothing to say yet (Pending, no waiting reason, not being deleted): Ready `DriverPending` "driver pod X is
+    Pending" says what the recorded Ready `DriverStarting` "driver X is starting" says, and the StartDriver left
+    pending is harmless (a restarted operator resuming it finds the pod and decides the same). The next change worth
+    writing (the pod waits for a reason, runs or fails) records both: one status write fewer per attempt. A plan
+    with actions or events always records its own (they would be repeated)."""
     pending = previous.pendingOperation
     run = previous.run
+    pod = observation.driver(run.number, run.attempt) if run is not None else None
     if (
         plan.actions
         or plan.events
         or pending is None
-        or pending.kind != "StartDriver"
+        or not isinstance(pending, StartAttempt)
         or run is None
         or plan.status.pendingOperation is not None
         or pod is None
@@ -130,14 +128,14 @@ def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | N
         or pod.waiting is not None
         or pod.deleting
     ):
-        return plan
+        return plan.status
     ready = get_condition(plan.status.conditions, "Ready")
     if ready is None or ready.reason != DRIVER_PENDING:
-        return plan
+        return plan.status
     kept = plan.status.model_copy(update={"pendingOperation": pending, "conditions": previous.conditions})
     if kept != previous or _without_ready(plan.status.conditions) != _without_ready(previous.conditions):
-        return plan
-    return replace(plan, status=previous)
+        return plan.status
+    return previous
 
 
 def after_ran(status: StreamingAppStatus, run: RunStatus) -> bool:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from headrace.api.models import SavepointReason
+
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
 
@@ -98,7 +100,7 @@ class SavepointResource:
     """One StreamingSavepoint of the app."""
 
     name: str
-    reason: str
+    reason: SavepointReason
     phase: SavepointPhase | None = None
     path: str | None = None  # status.path (where it is)
     import_path: str | None = None  # spec.path (the user imports an existing savepoint)

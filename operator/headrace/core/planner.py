@@ -28,18 +28,26 @@ from datetime import datetime
 from typing import assert_never
 
 from headrace.api import names
-from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
+from headrace.api.models import (
+    ChangeKind,
+    PendingOperation,
+    PrewarmUpgrade,
+    ProgressSummary,
+    Restart,
+    RunStatus,
+    SavepointUpgrade,
+    StartAttempt,
+    StreamingAppSpec,
+    Suspending,
+    TakingSavepoint,
+)
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.api.vocabulary import SavepointOperationKind
 from headrace.core import drain, executors, failures, fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
-    PREVIOUS_RUN,
-    PREVIOUS_SPEC,
     continue_start,
     fence_strays,
     next_attempt,
-    settled_quietly,
     start_attempt,
 )
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
@@ -108,20 +116,12 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
         if builder.status.phase == "Suspended":
             _while_suspended(builder, spec, observation)
     else:
-        match pending.kind:
-            case "StartDriver":
-                continue_start(builder, observation, run)
-            case "Restart":
-                _continue_restart(builder, spec, observation, run)
-            case "Savepoint" | "Upgrade" | "Suspend" as kind:
-                _continue_operation(builder, spec, observation, pod, kind, prewarming=pending.step == "Prewarm")
-            case _:
-                assert_never(pending.kind)
+        _continue(builder, spec, observation, pod, pending)
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
         executors.confirm_lost(builder, observation)  # Spark replaces an executor lost with its node once it is gone
-    return settled_quietly(app.status, builder.plan(), pod)
+    return builder.plan()
 
 
 # ------------------------------------------------------------------------------ spec handling --
@@ -164,10 +164,11 @@ def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Obse
         fence_strays(builder, observation, None)  # no driver runs while suspended, even if the operator died
 
 
-def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:
+def _continue_restart(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus, pending: Restart
+) -> None:
     """Wait out the backoff, then start the next attempt of the same run (same checkpoint)."""
-    pending = builder.status.pendingOperation
-    if pending is not None and pending.detail.get("reason") == DRIVER_REFUSED and builder.app.status.error:
+    if pending.reason == DRIVER_REFUSED and builder.app.status.error:
         builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # stays until an attempt is accepted
     retry_at = builder.status.restarts.nextRetryAt
     if retry_at is not None and builder.now < parse_time(retry_at):
@@ -175,27 +176,29 @@ def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Obs
         return
     running_spec = parse_spec_json(builder.status.lastReconciledSpec) or spec
     chosen = spec if spec.upgradeMode == "last-state" and _upgradable(running_spec, spec) else running_spec
-    rollback = builder.status.pendingOperation.detail.get("rollback") if builder.status.pendingOperation else None
-    if rollback:
-        chosen = parse_spec_json(rollback) or chosen
-    next_attempt(builder, chosen, observation, why="RolledBack" if rollback else "Restarting")
+    if pending.rollback:
+        chosen = parse_spec_json(builder.status.lastStableSpec) or chosen
+    next_attempt(builder, chosen, observation, why="RolledBack" if pending.rollback else "Restarting")
 
 
-def _continue_operation(
-    builder: Builder,
-    spec: StreamingAppSpec,
-    observation: Observation,
-    pod: DriverPod | None,
-    kind: SavepointOperationKind,
-    *,
-    prewarming: bool,
+def _continue(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None, pending: PendingOperation
 ) -> None:
-    """One step of an operation on the running driver: a pre-warmed upgrade's warm-up, or one through a savepoint."""
-    if prewarming:
-        _keep_progress(builder, observation)
-        prewarm.proceed(builder, spec, observation, pod)
-    else:
-        savepoints.continue_operation(builder, spec, observation, pod, kind)
+    """One step of the operation the write-ahead log says the operator is in the middle of."""
+    run = builder.status.run
+    assert run is not None
+    match pending:
+        case StartAttempt():
+            continue_start(builder, observation, run)
+        case Restart():
+            _continue_restart(builder, spec, observation, run, pending)
+        case PrewarmUpgrade():
+            _keep_progress(builder, observation)
+            prewarm.proceed(builder, spec, observation, pod, pending)
+        case TakingSavepoint() | SavepointUpgrade() | Suspending():
+            savepoints.continue_operation(builder, spec, observation, pod, pending)
+        case _:
+            assert_never(pending)
 
 
 def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
@@ -294,15 +297,19 @@ def _refused(
         f"the API server refused {refused.what} of run {run.number} attempt {run.attempt}: {refused.message}; fix "
         "the spec (or the cluster's policy that refuses it)"
     )
-    detail = builder.status.pendingOperation.detail if builder.status.pendingOperation is not None else {}
-    previous = RunStatus.model_validate_json(detail[PREVIOUS_RUN]) if PREVIOUS_RUN in detail else None
+    pending = builder.status.pendingOperation
+    previous = pending.previousRun if isinstance(pending, StartAttempt) else None
     old = observation.driver(previous.number, previous.attempt) if previous is not None else None
     if previous is not None and old is not None and not old.terminated and not old.deleting:
         builder.status.restarts, _ = record_failure(
             builder.status.restarts, spec.restartPolicy, reason=DRIVER_REFUSED, message=message, now=builder.now
         )
         builder.status.run = previous
-        builder.status.lastReconciledSpec = detail.get(PREVIOUS_SPEC, builder.status.lastReconciledSpec)
+        builder.status.lastReconciledSpec = (
+            pending.previousSpec
+            if isinstance(pending, StartAttempt) and pending.previousSpec is not None
+            else builder.status.lastReconciledSpec
+        )
         builder.status.pendingOperation = None
         builder.status.failedSpecHash = run.specHash
         kept = f"{message}. Driver {old.name} keeps running the previous spec"
@@ -503,12 +510,12 @@ def _failure(
     restarts = failures.count_startup_failure(restarts, committed=committed)
     builder.status.restarts = restarts
     startup = failures.startup_failing(restarts, policy.startupFailureThreshold)
-    rollback = _rollback_target(builder, spec)
+    rollback = _rolls_back(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
     grace = {DRIVER_UNRESPONSIVE: UNRESPONSIVE_GRACE_SECONDS, fence.LEASE_EXPIRED: 0}.get(reason)
     live = pod if pod is not None and not pod.terminated and not pod.deleting else None
-    if warm is not None and running is not None and verdict != "give-up" and rollback is None:
+    if warm is not None and running is not None and verdict != "give-up" and not rollback:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")
         builder.condition("Degraded", "True", *((failures.STARTUP_FAILING, startup) if startup else (reason, message)))
         if live is not None and grace is not None:  # the new attempt's fence would delete it with the full grace
@@ -517,15 +524,13 @@ def _failure(
         return
     if live is not None:
         builder.actions.append(DeletePod(name=live.name, reason=reason, grace_seconds=grace))
-    if verdict == "give-up" and rollback is None:
+    if verdict == "give-up" and not rollback:
         never = policy.type == "Never"
         why = "restartPolicy.type is Never" if never else f"{exhausted_why(policy)}, whenExhausted Fail"
         _terminal_failure(builder, reason, f"{message}; not restarting: {why}")
         return
     delay = (parse_time(restarts.nextRetryAt or format_time(builder.now)) - builder.now).total_seconds()
-    detail = {"reason": reason}
-    if rollback is not None:
-        detail["rollback"] = rollback
+    if rollback:
         builder.status.failedSpecHash = builder.status.run.specHash if builder.status.run else None
         builder.status.restarts.nextRetryAt = builder.status.restarts.nextRetryAt or format_time(builder.now)
         builder.event(
@@ -533,14 +538,12 @@ def _failure(
             "the upgraded spec failed before it became stable: back to the last stable spec",
             warning=True,
         )
-    builder.status.pendingOperation = PendingOperation(
-        kind="Restart", step="Backoff", startedAt=format_time(builder.now), detail=detail
-    )
+    builder.status.pendingOperation = Restart(startedAt=format_time(builder.now), reason=reason, rollback=rollback)
     next_try = f"next attempt at {builder.status.restarts.nextRetryAt} (in {delay:g}s)"
     builder.phase("Restarting", f"restarting after {reason}", warning=True)
     builder.condition("Ready", "False", reason, message)
     builder.condition("Progressing", "True", "Restarting", next_try)
-    if verdict == "exhausted" and rollback is None:
+    if verdict == "exhausted" and not rollback:
         slowed = (
             f"{exhausted_why(policy)}: restarting every {policy.backoff.maxSeconds:g}s (backoff.maxSeconds) until a "
             f"driver runs for {policy.healthyAfter}; {next_try}; last failure: {reason}: {message}"
@@ -555,7 +558,7 @@ def _failure(
     if startup and verdict != "exhausted":  # slowed restarts say so first (both are Degraded to Argo CD)
         builder.condition("Degraded", "True", failures.STARTUP_FAILING, startup)
     builder.requeue(delay)
-    if delay <= 0 and verdict == "restart" and rollback is None and observation is not None and run is not None:
+    if delay <= 0 and verdict == "restart" and not rollback and observation is not None and run is not None:
         _restart_now(builder, spec, observation, run)
 
 
@@ -566,17 +569,20 @@ def _restart_now(builder: Builder, spec: StreamingAppSpec, observation: Observat
     resumes that StartDriver the same way."""
     if any(not pod.terminated and not pod.deleting for pod in observation.drivers):
         return
-    _continue_restart(builder, spec, observation, run)
+    pending = builder.status.pendingOperation
+    assert isinstance(pending, Restart)
+    _continue_restart(builder, spec, observation, run, pending)
 
 
-def _rollback_target(builder: Builder, spec: StreamingAppSpec) -> str | None:
-    """The last stable spec (JSON) to return to, when rollback is on and the running spec never became stable."""
+def _rolls_back(builder: Builder, spec: StreamingAppSpec) -> bool:
+    """Whether the next attempt returns to the last stable spec: rollback is on and the running spec never became
+    stable."""
     status = builder.status
-    if not spec.rollback.enabled or status.lastStableSpec is None:
-        return None
-    if status.lastStableSpec == status.lastReconciledSpec:
-        return None
-    return status.lastStableSpec
+    return (
+        spec.rollback.enabled
+        and status.lastStableSpec is not None
+        and status.lastStableSpec != status.lastReconciledSpec
+    )
 
 
 def _terminal_failure(builder: Builder, reason: str, message: str) -> None:

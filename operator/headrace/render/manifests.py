@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 import yaml
 
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.builder import spec_hash
+from headrace.core.plan import EnsureDriver
 from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR
 from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import control_tls, identity, scheduling, security
@@ -46,6 +48,27 @@ class Attempt:
     operator_namespace: str | None = None  # where the operator's pods run (the NetworkPolicy admits them there)
     standby: bool = False  # a warm standby driver: it waits at its first query start until promoted
     compare_checkpoint: str | None = None  # a pre-warmed upgrade's: the running driver's checkpoint (gate check)
+
+    @classmethod
+    def of(
+        cls, action: EnsureDriver, *, app: str, namespace: str, app_uid: str, operator_namespace: str | None
+    ) -> Attempt:
+        """The attempt `action` creates in the app `namespace`/`app`: every field of the action but how the
+        controller goes about it (`HOW_ONLY`) is taken by name, so a field added to EnsureDriver and not here fails
+        at once (TypeError) instead of being dropped."""
+        what = {field.name: getattr(action, field.name) for field in fields(action) if field.name not in HOW_ONLY}
+        return cls(
+            app=app,
+            namespace=namespace,
+            app_uid=app_uid,
+            spec_hash=spec_hash(action.spec),
+            operator_namespace=operator_namespace,
+            **what,
+        )
+
+
+HOW_ONLY: Final = frozenset({"check_only", "keep", "after_ran"})
+"""Fields of EnsureDriver that say how the controller creates an attempt, not what it renders."""
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from headrace.api import runtime_contract as contract
+from headrace.core.builder import spec_hash
+from headrace.core.plan import EnsureDriver
 from headrace.render import manifests
-from tests.unit.builders import attempt
+from tests.unit.builders import attempt, spec
 
 
 def _attempt(**overrides: object) -> manifests.Attempt:
@@ -126,3 +130,27 @@ def test_every_app_has_a_disruption_budget_that_lets_only_its_writing_driver_wai
     driver = manifests.driver_pod(_attempt())
     assert {**driver["metadata"]["labels"], "headrace.dev/writer": "true"}.items() >= selector.items()
     assert "headrace.dev/writer" not in driver["metadata"]["labels"]  # the operator labels it once it writes
+
+
+def test_an_attempt_is_what_its_ensure_driver_action_says() -> None:
+    """Every field of EnsureDriver is rendered or says how the controller works (HOW_ONLY): none is dropped."""
+    ensure_fields = {field.name for field in dataclasses.fields(EnsureDriver)}
+    attempt_fields = {field.name for field in dataclasses.fields(manifests.Attempt)}
+    assert ensure_fields - manifests.HOW_ONLY <= attempt_fields
+    assert ensure_fields >= manifests.HOW_ONLY and not manifests.HOW_ONLY & attempt_fields
+    action = EnsureDriver(
+        run=2,
+        attempt=3,
+        spec=spec(),
+        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r2",
+        restore_from="s3a://bucket/savepoints/sp",
+        allow_repartition=True,
+        expected_commits=(("q0", 7),),
+        standby=True,
+        compare_checkpoint="s3a://bucket/checkpoints/analytics/clicks/r1",
+    )
+    made = manifests.Attempt.of(action, app="clicks", namespace="analytics", app_uid="uid-1", operator_namespace="ops")
+    for name in ensure_fields - manifests.HOW_ONLY:
+        assert getattr(made, name) == getattr(action, name), name
+    assert (made.app, made.namespace, made.app_uid, made.operator_namespace) == ("clicks", "analytics", "uid-1", "ops")
+    assert made.spec_hash == spec_hash(action.spec)

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from headrace.api.models import SavepointRef, StreamingAppSpec, StreamingAppStatus
+from headrace.core.attempts import worth_recording
 from headrace.core.observation import Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
 from headrace.core.planner import decide
 from headrace.core.timefmt import format_time
-
-from .builders import READY, T0, later, pod, seen, spec, view
+from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
 
 def step(status: StreamingAppStatus | None, observation=None, now=T0, app_spec=None, generation=1) -> Plan:
@@ -60,12 +60,12 @@ def test_driver_observed_clears_the_pending_operation_and_goes_running() -> None
 
 def test_a_created_driver_waiting_with_nothing_to_say_is_not_written() -> None:
     """The pod of the pending start exists and is Pending without a reason yet: the recorded status ("driver X is
-    starting", StartDriver) already says that, so the decision keeps it (no status write); the next change worth
-    writing (a waiting reason, Running) clears the StartDriver with it."""
+    starting", StartDriver) already says that, so the status recorder keeps it (no status write); the next change
+    worth writing (a waiting reason, Running) clears the StartDriver with it."""
     intent = step(None).status
     created = pod(phase="Pending", created_at=later(1))
     quiet = step(intent, seen(created), later(1))
-    assert quiet.status == intent and kinds(quiet) == [] and quiet.events == ()
+    assert worth_recording(intent, quiet, seen(created)) == intent and kinds(quiet) == [] and quiet.events == ()
     assert quiet.requeue_after is not None and quiet.requeue_after <= 5  # still polled (and the start timed)
     waiting = step(intent, seen(pod(phase="Pending", created_at=later(1), waiting="ContainerCreating")), later(2))
     assert waiting.status.pendingOperation is None

@@ -13,9 +13,8 @@ import pytest
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.render import control_tls, manifests, security
-
-from .builders import attempt as make_attempt
-from .builders import certificate
+from tests.unit.builders import attempt as make_attempt
+from tests.unit.builders import certificate
 
 
 def _pods(attempt: manifests.Attempt) -> dict[str, dict[str, Any]]:
