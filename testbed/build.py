@@ -272,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import objectstore  # imports this module too: the S3 server's build lives beside its runner
 
     print(objectstore.ensure_binary())
+    from testbed import sts  # MinIO, the STS of the web identity tests (about 14 min cold on 2 cores)
+
+    print(sts.ensure_binary())
     from testbed import kwok  # imports this module too: the simulated nodes' build lives beside their runner
 
     print(kwok.ensure_kwok())

@@ -29,6 +29,7 @@ from testbed import build
 from testbed.kind import nodeimage, podman, tools
 
 CLUSTER_NAME = "headrace"
+READY_TIMEOUT_SECONDS = 300
 WORKERS = 2
 
 # The kubelet refuses cgroup v1 from 1.35 on unless told otherwise; this host is cgroup v1.
@@ -142,6 +143,12 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
             Path(config_file).write_text(CLUSTER_CONFIG)
         with _process_environment(self.name):
             super().create(config_file)
+        # kind returns once every node joined; the nodes turn Ready once kube-router has set up their
+        # pod network, and cluster DNS once CoreDNS runs on it.
+        self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={READY_TIMEOUT_SECONDS}s")
+        self.kubectl(
+            "rollout", "status", "-n", "kube-system", "deployment/coredns", f"--timeout={READY_TIMEOUT_SECONDS}s"
+        )
 
     def load_docker_image(self, docker_image: str) -> None:
         """Load an image from podman's store into every node (``podman save`` + ``kind load image-archive``)."""

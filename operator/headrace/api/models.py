@@ -212,7 +212,7 @@ class WebIdentity(Model):
     roleArn: Annotated[
         str,
         Field(
-            pattern=r"^arn:[a-z0-9-]+:iam::[^:\s]*:role/\S+$",
+            pattern=r"^arn:[a-z0-9-]+:iam:[^:\s]*:[^:\s]*:role/\S+$",
             description="The role to assume, e.g. arn:aws:iam::123456789012:role/clicks.",
         ),
     ]
@@ -1016,6 +1016,48 @@ class ProgressSummary(Model):
     )
 
 
+class AutoscalerSample(Model):
+    """What the app's batches did between two reads of its driver (the difference of their batch totals)."""
+
+    at: str
+    seconds: float
+    inputRows: int
+    busySeconds: float
+    backlog: float | None = None
+    executors: int
+
+
+class AutoscalerReading(Model):
+    """The driver's batch totals (since it started, over its queries) at one read."""
+
+    at: str
+    batches: int
+    inputRows: int
+    busySeconds: float
+    backlog: float | None = None
+    executors: int
+    executorsSince: str | None = None
+
+
+class AutoscalerStatus(Model):
+    """What the autoscaler (spec.autoscaler.mode passive) would do and why, with the window it decided on."""
+
+    action: Literal["hold", "scale", "repartition"] = Field(description="What it would do now.")
+    executors: int = Field(description="The executors it would have (the current ones for hold).")
+    reason: str = Field(description="Why, as a CamelCase word (docs/autoscaler.md lists them).")
+    message: str = ""
+    utilization: float | None = None
+    neededExecutors: int | None = Field(default=None, description="What the load needs, before bounds and quotas.")
+    partitions: int | None = Field(default=None, description="For repartition: the state partitions it would have.")
+    decidedAt: str
+    lastReading: AutoscalerReading | None = None
+    samples: list[AutoscalerSample] = Field(default_factory=list, description="The metrics window.")
+    measuredExecutors: int | None = None
+    sizeSince: str | None = None
+    scaleDownSince: str | None = None
+    scaleDownTo: int = 0
+
+
 class StreamingAppStatus(Model):
     """Observed state, written only by the operator's status recorder."""
 
@@ -1035,6 +1077,9 @@ class StreamingAppStatus(Model):
     )
     latestSavepoint: SavepointRef | None = None
     progress: ProgressSummary | None = None
+    autoscaler: AutoscalerStatus | None = Field(
+        default=None, description="What the autoscaler would do (spec.autoscaler.mode passive)."
+    )
     error: str | None = Field(default=None, description="Why the current spec is not applied, if it is not.")
     suspendedSavepoint: str | None = Field(
         default=None, description="Savepoint taken when the job was suspended; resuming restores it."

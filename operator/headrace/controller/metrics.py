@@ -107,6 +107,13 @@ class OperatorMetrics:
             ["namespace", "app"],
             registry=self.registry,
         )
+        self.app_autoscaler_executors = Gauge(
+            "headrace_app_autoscaler_recommended_executors",
+            "Executors the autoscaler would give the app (spec.autoscaler.mode passive: status.autoscaler.executors), "
+            "as of its last reconciliation; absent without a recommendation.",
+            ["namespace", "app"],
+            registry=self.registry,
+        )
         self.app_startup_failures = Gauge(
             "headrace_app_startup_failures",
             "Attempts of the app in a row that failed before their first committed batch "
@@ -135,6 +142,7 @@ class OperatorMetrics:
         self._phases: dict[tuple[str, str], str] = {}
         self._aged: set[tuple[str, str]] = set()
         self._known: set[tuple[str, str]] = set()  # apps with per-app series
+        self._recommended: set[tuple[str, str]] = set()  # apps with an autoscaler recommendation
         self._underway: dict[tuple[str, str], transitions.Underway] = {}
 
     def record_queue_wait(self, lane: Lane, seconds: float) -> None:
@@ -179,6 +187,7 @@ class OperatorMetrics:
         self._record_last_batch_age(key, transitions.last_batch_age(new, now))
         self.app_restarts.labels(*key).set(new.restarts.total)
         self.app_startup_failures.labels(*key).set(new.restarts.startupFailures)
+        self._record_recommendation(key, new.autoscaler.executors if new.autoscaler is not None else None)
         self._known.add(key)
 
     def forget_app(self, key: tuple[str, str]) -> None:
@@ -190,6 +199,15 @@ class OperatorMetrics:
             self._known.discard(key)
             self.app_restarts.remove(*key)
             self.app_startup_failures.remove(*key)
+        self._record_recommendation(key, None)
+
+    def _record_recommendation(self, key: tuple[str, str], executors: int | None) -> None:
+        if executors is not None:
+            self.app_autoscaler_executors.labels(*key).set(executors)
+            self._recommended.add(key)
+        elif key in self._recommended:
+            self._recommended.discard(key)
+            self.app_autoscaler_executors.remove(*key)
 
     def _record_last_batch_age(self, key: tuple[str, str], age: float | None) -> None:
         if age is not None:

@@ -42,7 +42,7 @@ from headrace.api.models import (
     TakingSavepoint,
 )
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import failures, prewarm, savepoints, standby
+from headrace.core import autoscaler, failures, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     continue_start,
@@ -84,6 +84,7 @@ SINK_AHEAD_FIX = (
     "(e.g. in spec.application.args), or delete that output directory, its _spark_metadata included, if its "
     "contents are no longer wanted; then change spec.restartNonce to retry"
 )
+AUTOSCALER_RECOMMENDS = "AutoscalerRecommends"  # passive mode: what the autoscaler would do
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
 STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
@@ -342,6 +343,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if observation.progress is not None:
         _follow_start_up(builder, run, pod, observation.progress, since)
         builder.status.progress = _summary(observation.progress, builder.status.progress)
+        _recommend(builder, spec, observation.progress, since)
         if builder.status.restarts.startupFailures and failures.committed_in_attempt(builder.status.progress, run):
             builder.status.restarts = builder.status.restarts.model_copy(update={"startupFailures": 0})
         if _stuck(builder, spec, observation.progress, since):
@@ -401,6 +403,25 @@ def _follow_start_up(
     message = first_batch_message(pod, progress, failed_at)
     if message is not None:
         builder.event(FIRST_BATCH_EVENT, message)
+
+
+def _recommend(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, since: datetime) -> None:
+    """Passive autoscaler: status.autoscaler says what it would do, and an Event when that becomes another action.
+    (Active mode does not act yet: it records nothing.)"""
+    if spec.autoscaler.mode != "passive":
+        builder.status.autoscaler = None
+        return
+    previous = builder.status.autoscaler
+    new = autoscaler.recommend(spec, previous, progress, since, builder.now)
+    if new is None:
+        return
+    builder.status.autoscaler = new
+    wanted = (new.action, new.executors, new.partitions)
+    if new.action != "hold" and (
+        previous is None or (previous.action, previous.executors, previous.partitions) != wanted
+    ):
+        target = f"{new.partitions} state partitions and " if new.partitions else ""
+        builder.event(AUTOSCALER_RECOMMENDS, f"would {new.action} to {target}{new.executors} executors: {new.message}")
 
 
 def _keep_progress(builder: Builder, observation: Observation) -> None:

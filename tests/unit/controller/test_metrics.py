@@ -6,7 +6,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 
-from headrace.api.models import StreamingAppStatus
+from headrace.api.models import AutoscalerStatus, StreamingAppStatus
 from headrace.controller.metrics import ACTIONS, RESTART_REASONS, SAVEPOINT_RESULTS, SAVEPOINT_TRIGGERS, OperatorMetrics
 from headrace.core.observation import DriverProgress, Observation
 from headrace.core.planner import decide
@@ -145,3 +145,21 @@ def test_per_app_restarts_and_failures_at_start_one_series_per_app_removed_with_
     assert value(metrics, "headrace_app_restarts", **app) is None
     assert value(metrics, "headrace_app_startup_failures", **app) is None
     metrics.forget_app(KEY)
+
+
+def test_the_autoscalers_recommendation_is_a_series_only_while_there_is_one() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    app = {"namespace": "analytics", "app": "clicks"}
+    name = "headrace_app_autoscaler_recommended_executors"
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    assert value(metrics, name, **app) is None
+    recommended = status.model_copy(
+        update={"autoscaler": AutoscalerStatus(action="scale", executors=5, reason="ScaleUp", decidedAt="x")}
+    )
+    metrics.record_decision(KEY, status, recommended, later(1))
+    assert value(metrics, name, **app) == 5
+    metrics.record_decision(KEY, recommended, status, later(2))  # passive mode turned off
+    assert value(metrics, name, **app) is None
+    metrics.record_decision(KEY, status, recommended, later(3))
+    metrics.forget_app(KEY)
+    assert value(metrics, name, **app) is None
