@@ -951,6 +951,11 @@ class PrewarmUpgrade(Operation):
     step: Literal["Prewarm"] = "Prewarm"
     targetSpecHash: str = Field(description="Hash of the spec the operation applies (a failed one is not retried).")
     prewarmDriver: str = Field(description="The pre-warmed driver's pod.")
+    move: str | None = Field(
+        default=None,
+        description="Set when the running spec's driver moves off its node (being drained), saying why: the run "
+        "continues on its checkpoint whatever the upgrade mode, and a failed move blames no spec.",
+    )
 
 
 SavepointOperation = TakingSavepoint | SavepointUpgrade | Suspending

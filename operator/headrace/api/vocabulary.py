@@ -26,6 +26,7 @@ OperatorFailureReason = Literal[
     "NoProgress",
     "DriverStartTimeout",
     "DriverUnresponsive",
+    "DriverLeaseExpired",
     "DriverRefused",
 ]
 """Failures the operator names itself (DriverFailed: the pod failed without a more precise reason)."""

@@ -31,16 +31,22 @@ from headrace.api.models import StreamingAppStatus
 from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
+from headrace.controller.driver_leases import DriverLeases
 from headrace.controller.ensured import EnsuredObjects, digest
 from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.nodes import NodeStates
 from headrace.controller.observe import (
     app_view,
     current_driver_pod,
+    deleted_executors,
+    lease_wanted,
     observe,
     prewarmed_driver_pod,
+    running_nodes,
     serves_control_tls,
 )
 from headrace.controller.status_recorder import StatusRecorder
+from headrace.core import executors
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
@@ -48,6 +54,7 @@ from headrace.core.plan import (
     DeletePod,
     DeleteSavepointResource,
     EnsureDriver,
+    MarkWriter,
     Plan,
     PromoteDriver,
     RescaleInPlace,
@@ -118,6 +125,8 @@ class Reconciler:
             lambda namespace, app: kube.read_secret_values(namespace, names.control_secret(app))
         )
         self._ensured = EnsuredObjects()  # apps whose shared objects this process made (or found) itself
+        self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
+        self._nodes = NodeStates(kube.read_node)  # whether the drivers' nodes are being drained
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -152,6 +161,7 @@ class Reconciler:
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
             self._ensured.forget(namespace, name)
+            self._leases.forget(namespace, name)
             self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
@@ -169,7 +179,11 @@ class Reconciler:
             unanswered=unanswered,
             savepoints_in_flight=in_flight,
             prewarmed_status=self._prewarmed_status(body, view.status, pods),
+            lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
+            draining_nodes=self._nodes.draining(running_nodes(pods)),
         )
+        if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
+            observation = self._with_deleted_executors(namespace, name, observation)
         now = self.clock()
         plan = decide(view, observation, now)
         delay = plan.requeue_after
@@ -195,6 +209,14 @@ class Reconciler:
             delay,
         )
         return delay
+
+    def _with_deleted_executors(self, namespace: str, name: str, observation: Observation) -> Observation:
+        """The app's executor pods being deleted, and whether their nodes are lost."""
+        pods = [
+            pod for pod in self.kube.list_executor_pods(namespace, name) if pod["metadata"].get("deletionTimestamp")
+        ]
+        nodes = {node for pod in pods if (node := (pod.get("spec") or {}).get("nodeName"))}
+        return replace(observation, executors=deleted_executors(pods, self._nodes.lost(nodes)))
 
     def _refused(
         self,
@@ -258,6 +280,11 @@ class Reconciler:
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN
+            case MarkWriter():
+                labelled = self.kube.label_pod(namespace, action.name, {names.WRITER: "true"})
+                if labelled is not None:
+                    self.cache.wrote("pod", labelled)
+                return None
             case RescaleInPlace():
                 return self._rescale(body, action)
             case PromoteDriver():

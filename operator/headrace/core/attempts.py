@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from headrace.api import names
 from headrace.api.models import Condition, Phase, RunStatus, StartAttempt, StreamingAppSpec, StreamingAppStatus
+from headrace.core import fence
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.conditions import get_condition
 from headrace.core.observation import DriverPod, Observation
@@ -108,6 +109,7 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
         if spec is not None and missing and any(not pod.terminated and not pod.deleting for pod in others):
             builder.actions.append(ensure(spec, run, expected_commits(builder), check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
+        fence.force_stuck(builder, others, observation.lease)  # a lost node's pod: gone once its Lease proves it
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:

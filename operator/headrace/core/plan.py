@@ -55,6 +55,14 @@ class DeletePod:
 
 
 @dataclass(frozen=True)
+class MarkWriter:
+    """Label the driver pod that runs the app's queries as its writer (names.WRITER): the one its
+    PodDisruptionBudget keeps from eviction."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class RescaleInPlace:
     """Ask the running driver for a new executor total through its control endpoint."""
 
@@ -108,6 +116,7 @@ class DeleteSavepointResource:
 Action = (
     EnsureDriver
     | DeletePod
+    | MarkWriter
     | PromoteDriver
     | RescaleInPlace
     | CreateSavepointResource

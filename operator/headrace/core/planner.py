@@ -42,7 +42,7 @@ from headrace.api.models import (
     TakingSavepoint,
 )
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import autoscaler, failures, prewarm, savepoints, standby
+from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     continue_start,
@@ -121,6 +121,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
+        executors.confirm_lost(builder, observation)  # Spark replaces an executor lost with its node once it is gone
     return builder.plan()
 
 
@@ -252,8 +253,17 @@ def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observa
     run.unansweredSince = format_time(since)
     timeout = parse_duration(spec.restartPolicy.heartbeatTimeout)
     waited = (builder.now - since).total_seconds()
+    if fence.lease_expired(pod, observation.lease, builder.now):
+        message = (
+            f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s and its driver Lease "
+            "expired: it stopped writing (its node is lost or partitioned away, or it is dead)"
+        )
+        _failure(builder, spec, pod, fence.LEASE_EXPIRED, message, observation=observation)
+        return True
     if waited < timeout:
-        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited))
+        lease = observation.lease
+        recheck = fence.until_expired(lease, builder.now) if lease is not None and pod.lease_guarded else timeout
+        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited, max(recheck, 1.0)))
         return False
     message = (
         f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s "
@@ -351,9 +361,9 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
             message = f"no batch committed for {timeout} while input waits"
             _failure(builder, spec, pod, "NoProgress", message, observation=observation)
             return
-    _apply_spec_change(builder, spec, observation, pod)
-    if not builder.actions and builder.status.pendingOperation is None:
-        _converge_executors(builder, spec, observation.progress, pod)
+    if not drain.tend(builder, spec, observation, pod):  # else its node is being drained: it moves off
+        _apply_spec_change(builder, spec, observation, pod)
+        _converge_when_idle(builder, spec, observation.progress, pod)
 
 
 def _degraded_while_running(builder: Builder, spec: StreamingAppSpec) -> None:
@@ -428,6 +438,13 @@ def _keep_progress(builder: Builder, observation: Observation) -> None:
     """While an upgrade's new driver warms, the old one keeps processing: its progress stays in status."""
     if observation.progress is not None:
         builder.status.progress = _summary(observation.progress, builder.status.progress)
+
+
+def _converge_when_idle(
+    builder: Builder, spec: StreamingAppSpec, progress: DriverProgress | None, pod: DriverPod
+) -> None:
+    if not builder.actions and builder.status.pendingOperation is None:
+        _converge_executors(builder, spec, progress, pod)
 
 
 def _converge_executors(
@@ -519,7 +536,7 @@ def _failure(
     rollback = _rolls_back(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
-    grace = UNRESPONSIVE_GRACE_SECONDS if reason == DRIVER_UNRESPONSIVE else None
+    grace = {DRIVER_UNRESPONSIVE: UNRESPONSIVE_GRACE_SECONDS, fence.LEASE_EXPIRED: 0}.get(reason)
     live = pod if pod is not None and not pod.terminated and not pod.deleting else None
     if warm is not None and running is not None and verdict != "give-up" and not rollback:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")

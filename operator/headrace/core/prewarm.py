@@ -46,31 +46,42 @@ def wanted(spec: StreamingAppSpec) -> bool:
     return standby.wanted(spec) if chosen is None else chosen
 
 
-def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus) -> RunStatus:
+def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus, *, move: bool = False) -> RunStatus:
     """The attempt the upgrade to `spec` starts: run n+1 for a savepoint (restore source not known yet), else
-    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it)."""
-    if spec.upgradeMode == "savepoint":
+    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it); a move (the same
+    spec off a drained node, `headrace.core.drain`), always the latter: it keeps the run whatever the upgrade mode."""
+    if spec.upgradeMode == "savepoint" and not move:
         return planned_run(builder, spec, run=run.number + 1, attempt=1, restore_from=None)
     return planned_run(builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom)
 
 
-def begin(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
-    """Start pre-warming the upgrade to `spec` beside the running driver `pod`."""
+def begin(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod, *, move: str | None = None
+) -> None:
+    """Start pre-warming the upgrade to `spec` beside the running driver `pod` (with `move`, why: the same spec,
+    moved off its node)."""
     run = builder.status.run
     assert run is not None
-    goal = target(builder, spec, run)
+    goal = target(builder, spec, run, move=move is not None)
     recorded = builder.app.status.pendingOperation
     if recorded is None or recorded.kind != "Upgrade":
         builder.start(Started("upgrade", OPERATION))
     pending = PrewarmUpgrade(
-        startedAt=format_time(builder.now), targetSpecHash=goal.specHash, prewarmDriver=goal.driverPod
+        startedAt=format_time(builder.now), targetSpecHash=goal.specHash, prewarmDriver=goal.driverPod, move=move
     )
     builder.status.pendingOperation = pending
-    builder.event(
-        "UpgradePrewarming",
-        f"upgradeMode {spec.upgradeMode}: starting driver {goal.driverPod} with the new spec as a warm standby; "
-        f"driver {pod.name} keeps processing until it waits at its first query start",
-    )
+    if move is not None:
+        builder.event(
+            "DriverMoving",
+            f"{move}: starting driver {goal.driverPod} on another node as a warm standby; driver {pod.name} keeps "
+            "processing until it waits at its first query start",
+        )
+    else:
+        builder.event(
+            "UpgradePrewarming",
+            f"upgradeMode {spec.upgradeMode}: starting driver {goal.driverPod} with the new spec as a warm standby; "
+            f"driver {pod.name} keeps processing until it waits at its first query start",
+        )
     builder.phase("Upgrading", f"pre-warming driver {goal.driverPod}")
     builder.condition("Progressing", "True", "Prewarming", f"driver {goal.driverPod} warms up")
     proceed(builder, spec, observation, pod, pending)
@@ -82,7 +93,8 @@ def proceed(
     """One step of the pending pre-warm (`pod`: the running, old driver)."""
     run = builder.status.run
     assert run is not None
-    goal = target(builder, spec, run)
+    moving = pending.move is not None
+    goal = target(builder, spec, run, move=moving)
     new = observation.driver(goal.number, goal.attempt)
     if pending.targetSpecHash != goal.specHash:
         _drop(builder, new, "the spec changed again: starting over with the newest spec")
@@ -96,7 +108,7 @@ def proceed(
     if not _at_gate(builder, spec, observation, new, pod, pending=pending):
         return
     builder.event("UpgradePrewarmed", f"driver {new.name} waits at its first query start: stopping driver {pod.name}")
-    if spec.upgradeMode == "savepoint":
+    if spec.upgradeMode == "savepoint" and not moving:
         savepoints.begin_upgrade(builder, spec, pod)
     else:
         builder.event("LastStateUpgrade", f"driver {new.name} takes over the checkpoint of run {run.number}")
@@ -163,7 +175,11 @@ def _create(
 
 
 def _refuse(builder: Builder, new: DriverPod, old: DriverPod, pending: PrewarmUpgrade, why: str) -> None:
-    """The new driver failed before its gate: the upgrade is refused; the old driver was never touched."""
+    """The new driver failed before its gate: the upgrade is refused; the old driver was never touched (a move
+    blames no spec: it is tried again while the node still drains)."""
+    if pending.move is not None:
+        _drop(builder, new, f"the new driver {new.name} failed: {why}; driver {old.name} keeps running")
+        return
     builder.status.pendingOperation = None
     builder.status.failedSpecHash = pending.targetSpecHash
     delete_pods(builder, (new,), "pre-warmed upgrade driver failed")

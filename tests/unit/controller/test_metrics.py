@@ -105,6 +105,7 @@ def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
         "EnsureDriver",
         "DeletePod",
         "PromoteDriver",
+        "MarkWriter",
         "RescaleInPlace",
         "CreateSavepointResource",
         "TakeSavepoint",

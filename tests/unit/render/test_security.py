@@ -77,9 +77,12 @@ def test_executors_have_their_own_account_without_a_token() -> None:
 
 
 def test_the_driver_role_grants_only_executor_pods_and_their_config_map() -> None:
-    (role,) = [obj for obj in manifests.rbac("clicks", "analytics", "uid-1", make_attempt()) if obj["kind"] == "Role"]
+    roles = [obj for obj in manifests.rbac("clicks", "analytics", "uid-1", make_attempt()) if obj["kind"] == "Role"]
+    (role,) = [role for role in roles if role["metadata"]["name"] == names.service_account("clicks")]
     resources = sorted(resource for rule in role["rules"] for resource in rule["resources"])
     assert resources == ["configmaps", "pods"]
+    (lease,) = [role for role in roles if role["metadata"]["name"] == names.driver_lease("clicks")]
+    assert [rule["resourceNames"] for rule in lease["rules"]] == [[names.driver_lease("clicks")]]  # its Lease only
 
 
 def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:
