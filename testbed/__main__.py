@@ -15,6 +15,7 @@ COMMANDS = {
     "build": ("testbed.build", "build the testbed binaries and resolve the Kafka jars into the cache"),
     "apiserver": ("testbed.controlplane", "run etcd and a bare API server"),
     "cluster": ("testbed.cluster", "up | down | status | import: the local single-node cluster"),
+    "kind": ("testbed.kind.cluster", "up | down | status: a three-node kind cluster on podman (pytest-kind's)"),
     "images": ("testbed.images", "build the operator and Spark images from the Dockerfile"),
     "kafka": ("testbed.kafka", "run a local Kafka broker"),
     "quickstart": ("testbed.quickstart", "cluster, images, operator and the example app, in one go"),

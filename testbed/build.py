@@ -20,7 +20,15 @@ KUBERNETES_VERSION = "1.35.4"
 ETCD_VERSION = "3.6.16"
 HELM_VERSION = "3.22.0"
 
-KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "kube-proxy")
+KUBE_COMMANDS = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kubectl",
+    "kube-proxy",
+    "kubeadm",  # the kind node image's (testbed.kind)
+)
 
 # The staging modules of k8s.io/kubernetes 1.35: its go.mod requires them at v0.0.0, so a wrapper
 # module must pin each to the matching v0.35.N release.
@@ -264,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import objectstore  # imports this module too: the S3 server's build lives beside its runner
 
     print(objectstore.ensure_binary())
+    from testbed import sts  # MinIO, the STS of the web identity tests (about 14 min cold on 2 cores)
+
+    print(sts.ensure_binary())
     from testbed import kwok  # imports this module too: the simulated nodes' build lives beside their runner
 
     print(kwok.ensure_kwok())

@@ -220,7 +220,8 @@ def _podman_has_image(reference: str) -> bool:
     return subprocess.run(["podman", "image", "exists", reference], check=False).returncode == 0
 
 
-def _slim_rootfs(rootfs: Path) -> None:
+def slim_rootfs(rootfs: Path) -> None:
+    """Make a debootstrapped root filesystem look like the official slim images (no docs, no apt lists)."""
     (rootfs / "etc/dpkg/dpkg.cfg.d/docker-slim").write_text(_DPKG_SLIM)
     (rootfs / "etc/apt/apt.conf.d/docker-clean").write_text(_APT_CLEAN)
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
@@ -242,7 +243,7 @@ def _base_rootfs_tarball() -> Path:
     with tempfile.TemporaryDirectory(dir=tarball.parent, prefix=".debootstrap-") as scratch:
         rootfs = Path(scratch) / "rootfs"
         _run(["debootstrap", "--variant=minbase", BASE_SUITE, str(rootfs), BASE_MIRROR])
-        _slim_rootfs(rootfs)
+        slim_rootfs(rootfs)
         partial = tarball.with_suffix(".partial")
         _run(["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", str(partial), "."])
         partial.rename(tarball)
@@ -252,7 +253,7 @@ def _base_rootfs_tarball() -> Path:
 def ensure_base_image() -> str:
     """Make ``localhost/debian-base:bookworm`` exist in podman's store (debootstrap only the first time)."""
     images_cache().mkdir(parents=True, exist_ok=True)
-    with _exclusive(images_cache() / ".base.lock"):
+    with exclusive(images_cache() / ".base.lock"):
         if not _podman_has_image(BASE_IMAGE):
             tarball = _base_rootfs_tarball()
             _run(["podman", "import", "--change", 'CMD ["bash"]', str(tarball), BASE_IMAGE])
@@ -268,7 +269,7 @@ def build_image(target: str) -> Path:
     _check_target(target)
     root = repository_root()
     images_cache().mkdir(parents=True, exist_ok=True)
-    with _exclusive(images_cache() / f".{target}.lock"):
+    with exclusive(images_cache() / f".{target}.lock"):
         archive = archive_path(target, root)
         if archive.exists():
             return archive
@@ -280,7 +281,8 @@ def build_image(target: str) -> Path:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive file lock (other sessions building the same thing wait, then reuse it)."""
     with lock_path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -29,6 +29,7 @@ from headrace.controller.cache import Cache, Verifier
 from headrace.controller.disposal import SavepointDisposer
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.reconciler import Reconciler
+from headrace.controller.status_recorder import StatusRecorder
 from headrace.controller.verify import verify
 from headrace.controller.workqueue import Key, WorkQueue
 from headrace.settings import OperatorSettings
@@ -90,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kube, cache = KubeClient(api_client()), Cache()
     queue = build_queue(settings, metrics, kube, cache)
     registry = kopf.OperatorRegistry()
-    disposer = SavepointDisposer(KubeClient(api_client()), DriverControl(), _now)
+    disposing = KubeClient(api_client())
+    disposer = SavepointDisposer(disposing, StatusRecorder(disposing, cache, metrics), DriverControl(), _now)
     verifier = Verifier(functools.partial(verify, kube, cache, settings.namespaces), queue.add, settings.resync_seconds)
     handlers.register(registry, queue, cache, settings.workers, verifier=verifier, dispose=disposer.dispose)
 

@@ -66,16 +66,28 @@ def _json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
-def image_blobs(files: Mapping[str, ImageFile], entrypoint: Sequence[str]) -> tuple[Blob, Blob, Blob]:
-    """The layer, config and manifest blobs of a linux/amd64 image holding ``files`` at its root."""
-    layer = Blob(_tar({path.lstrip("/"): item for path, item in files.items()}), MEDIA_LAYER)
+def layer_blob(tar: bytes) -> Blob:
+    """An uncompressed layer made of an existing tar (for example a root filesystem)."""
+    return Blob(tar, MEDIA_LAYER)
+
+
+def image_blobs(
+    files: Mapping[str, ImageFile],
+    entrypoint: Sequence[str],
+    *,
+    env: Sequence[str] = ("PATH=/",),
+    base_layers: Sequence[Blob] = (),
+) -> tuple[Blob, ...]:
+    """The layer, config and manifest blobs (manifest last) of a linux/amd64 image holding ``files``
+    above ``base_layers``."""
+    layers = [*base_layers, Blob(_tar({path.lstrip("/"): item for path, item in files.items()}), MEDIA_LAYER)]
     config = Blob(
         _json(
             {
                 "architecture": "amd64",
                 "os": "linux",
-                "config": {"Entrypoint": list(entrypoint), "Env": ["PATH=/"]},
-                "rootfs": {"type": "layers", "diff_ids": [layer.digest]},
+                "config": {"Entrypoint": list(entrypoint), "Env": list(env)},
+                "rootfs": {"type": "layers", "diff_ids": [layer.digest for layer in layers]},
             }
         ),
         MEDIA_CONFIG,
@@ -86,12 +98,12 @@ def image_blobs(files: Mapping[str, ImageFile], entrypoint: Sequence[str]) -> tu
                 "schemaVersion": 2,
                 "mediaType": MEDIA_MANIFEST,
                 "config": config.descriptor(),
-                "layers": [layer.descriptor()],
+                "layers": [layer.descriptor() for layer in layers],
             }
         ),
         MEDIA_MANIFEST,
     )
-    return layer, config, manifest
+    return *layers, config, manifest
 
 
 def _index(manifest: Blob, name: str) -> bytes:
@@ -105,10 +117,17 @@ def _index(manifest: Blob, name: str) -> bytes:
     )
 
 
-def oci_archive(files: Mapping[str, ImageFile], *, name: str, entrypoint: Sequence[str]) -> bytes:
+def oci_archive(
+    files: Mapping[str, ImageFile],
+    *,
+    name: str,
+    entrypoint: Sequence[str],
+    env: Sequence[str] = ("PATH=/",),
+    base_layers: Sequence[Blob] = (),
+) -> bytes:
     """The bytes of an OCI image layout tar holding one image called ``name`` (a full reference)."""
-    blobs = image_blobs(files, entrypoint)
+    blobs = image_blobs(files, entrypoint, env=env, base_layers=base_layers)
     entries = {"blobs/sha256/" + blob.digest.removeprefix("sha256:"): ImageFile(blob.data, 0o644) for blob in blobs}
     entries["oci-layout"] = ImageFile(_json({"imageLayoutVersion": "1.0.0"}), 0o644)
-    entries["index.json"] = ImageFile(_index(blobs[2], name), 0o644)
+    entries["index.json"] = ImageFile(_index(blobs[-1], name), 0o644)
     return _tar(entries)

@@ -103,6 +103,7 @@ class ScriptedDriver:
         self.promoted = False  # a standby that was promoted
         self.batch = 0
         self.requested_executors = executors
+        self.registered_executors: int | None = None  # fewer than requested: Spark removed a lost executor
         self.last_savepoint: contract.LastSavepoint | None = None
         self.exit_due: float | None = None  # monotonic time at which the process exits
         self.exit_delay = 0.0
@@ -142,7 +143,12 @@ class ScriptedDriver:
                 "phase": self.phase,
                 "atGate": self.phase == "Standby",
                 "queries": [] if self.phase == "Standby" else [query],  # a standby waits before its first query
-                "executors": {"requested": self.requested_executors, "registered": self.requested_executors},
+                "executors": {
+                    "requested": self.requested_executors,
+                    "registered": self.requested_executors
+                    if self.registered_executors is None
+                    else self.registered_executors,
+                },
                 "restoredFrom": self.env.get(contract.ENV_RESTORE_FROM),
                 "lastSavepoint": self.last_savepoint,
             }

@@ -5,6 +5,11 @@ server, triggers the operation, checks that the process died at the point (exit 
 then starts a fresh operator without failpoints and checks that the operation finished as it does
 without a crash. Drivers are stand-ins at their control endpoint (`driver_standin`); its kubelet
 thread checks that never two driver pods of the app were live at once.
+
+Upgrade cases (`legacy`): the operator is stopped right after writing each pending operation, whose
+entry is then put in the form the release before the typed log wrote it (`legacy_form`, checked
+against that release's own statuses in tests/unit/api/test_log_migration.py); the new operator reads
+it and finishes the operation.
 """
 
 from __future__ import annotations
@@ -18,14 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, CustomObjectsApi
 
+from headrace.api import models
 from headrace.api import runtime_contract as contract
 from headrace.controller.failpoints import ENV, FAILPOINT_EXIT_CODE
 from headrace.core.savepoints import INTERRUPTED
 from testbed.controlplane import ControlPlane
 from testbed.operator_process import OperatorProcess
 from testbed.procs import ProcessFailedError
+from tests.unit.api.legacy_log import legacy_form
 
 from .driver_standin import Kubelet
 from .kube import (
@@ -37,6 +44,7 @@ from .kube import (
     live_driver_pods,
     patch_spec,
     savepoints,
+    set_pod_terminated,
     wait_for,
     watching,
 )
@@ -54,11 +62,17 @@ DEPLOY_POINTS = {"after-status:StartDriver/CreateDriver", "after:EnsureDriver"} 
     f"inside:EnsureDriver/{step}" for step in ENSURE_DRIVER_STEPS
 }
 
+RESTARTED = f"{APP}-r1-a3-driver"  # the restart case's driver after two failures in a row
+UPGRADE = {"application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py", "args": ["--v2"]}}
 TRIGGERS: dict[str, dict[str, Any]] = {
-    "upgrade": {"application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py", "args": ["--v2"]}},
+    "upgrade": UPGRADE,
+    "prewarm": UPGRADE,
     "suspend": {"job": {"state": "suspended"}},
     "savepoint": {"savepoints": {"triggerNonce": 1}},
     "rescale": {"executor": {"instances": 3}},
+}
+MANIFESTS: dict[str, dict[str, Any]] = {  # spec fields of the operation's app beside the common ones
+    "prewarm": {"standby": {"prewarmUpgrades": True}},
 }
 
 
@@ -69,13 +83,15 @@ class Case:
     operation: str
     points: tuple[str, ...]
     interrupted: bool = False  # the crash left the savepoint InProgress before the driver was asked
+    legacy: bool = False  # the log is put in the previous release's form before the next operator starts
     exit_delay: float = EXIT_DELAY_SECONDS
     report_delay: float = REPORT_DELAY_SECONDS
     label: str = ""
 
     @property
     def id(self) -> str:
-        return f"{self.operation}-{'+'.join(self.points)}" + (f"-{self.label}" if self.label else "")
+        label = "-".join(item for item in (self.label, "legacy" if self.legacy else "") if item)
+        return f"{self.operation}-{'+'.join(self.points)}" + (f"-{label}" if label else "")
 
 
 CASES = [
@@ -108,6 +124,16 @@ CASES = [
     Case("savepoint", ("after:TakeSavepoint", "after:SetSavepointStatus")),
     Case("rescale", ("before:RescaleInPlace",)),
     Case("rescale", ("after:RescaleInPlace",)),
+    Case("restart", ("after-status:Restart/Backoff",)),
+    Case("prewarm", ("after-status:Upgrade/Prewarm",)),
+    # an operator upgrade under a running app: every kind and step the previous release writes
+    Case("upgrade", ("after-status:Upgrade/TakeSavepoint",), legacy=True),
+    Case("upgrade", ("before:TakeSavepoint",), interrupted=True, legacy=True),
+    Case("upgrade", ("after-status:StartDriver/CreateDriver",), legacy=True),
+    Case("suspend", ("after-status:Suspend/TakeSavepoint",), legacy=True),
+    Case("savepoint", ("after-status:Savepoint/TakeSavepoint",), legacy=True),
+    Case("restart", ("after-status:Restart/Backoff",), legacy=True),
+    Case("prewarm", ("after-status:Upgrade/Prewarm",), legacy=True),
 ]
 
 
@@ -203,20 +229,23 @@ def test_operator_killed_at_a_step_resumes_the_operation(
     with Kubelet(api, namespace, APP, exit_delay=case.exit_delay, report_delay=case.report_delay) as kubelet:
         armed = operators.new("crash", case.points[:1])
         deployer = operators.new("deploy") if case.points[0] in DEPLOY_POINTS else armed
-        create_app(api, namespace, app_manifest(APP, upgradeMode="savepoint", executor={"instances": 2}))
+        overrides = MANIFESTS.get(case.operation, {})
+        create_app(api, namespace, app_manifest(APP, upgradeMode="savepoint", executor={"instances": 2}, **overrides))
         deployer.start()
         wait_for(lambda: _running_with_driver(api, namespace, DRIVER_1), what="the app running")
         if deployer is not armed:
             deployer.kill()
             _start_armed(armed)
         clock.lap("deploy")
-        patch_spec(api, namespace, APP, TRIGGERS[case.operation])
+        _trigger(api, namespace, case.operation)
         _expect_crash(armed, case.points[0])
         for point in case.points[1:]:
             again = operators.new("crash", (point,))
             _start_armed(again)
             _expect_crash(again, point)
         clock.lap("crash")
+        if case.legacy:
+            _write_legacy_log(api, namespace)
         operators.new("recover").start()
         clock.lap("restart")
         try:
@@ -226,7 +255,32 @@ def test_operator_killed_at_a_step_resumes_the_operation(
             raise
         clock.lap("resume and check")
     print(f"{case.id}: {clock}")
-    assert kubelet.max_live <= 1, kubelet.live_seen
+    if case.operation != "prewarm":  # a pre-warmed driver waits beside the running one (`_check_prewarm`)
+        assert kubelet.max_live <= 1, kubelet.live_seen
+
+
+def _trigger(api: ApiClient, namespace: str, operation: str) -> None:
+    """Start the operation: a spec change, or (restart) two failures of the driver in a row, the second of which
+    waits out the backoff (a first restart is immediate and never leaves a Restart in the log)."""
+    if operation != "restart":
+        patch_spec(api, namespace, APP, TRIGGERS[operation])
+        return
+    set_pod_terminated(api, namespace, DRIVER_1, 1, "the query failed")
+    second = f"{APP}-r1-a2-driver"
+    wait_for(lambda: _running_with_driver(api, namespace, second), what="attempt 2 running")
+    set_pod_terminated(api, namespace, second, 1, "the query failed again")
+
+
+def _write_legacy_log(api: ApiClient, namespace: str) -> None:
+    """Put the pending operation in the form the previous release wrote, as the API server stores it (the CRD keeps
+    its `detail`)."""
+    app = get_app(api, namespace, APP)
+    assert app["status"].get("pendingOperation"), app["status"]
+    old = legacy_form(app["status"])
+    CustomObjectsApi(api).replace_namespaced_custom_object_status(
+        models.GROUP, models.VERSION, namespace, models.APP_PLURAL, APP, {**app, "status": old}
+    )
+    assert _status(api, namespace)["pendingOperation"] == old["pendingOperation"]
 
 
 def _describe(api: ApiClient, namespace: str, kubelet: Kubelet) -> None:
@@ -338,7 +392,30 @@ def _check_rescale(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case)
     assert status["restarts"].get("total", 0) == 0
 
 
+def _check_restart(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case) -> None:
+    """Attempt 3 of the same run runs, on the same checkpoint, after both failures were counted."""
+    status = wait_for(lambda: _running_with_driver(api, namespace, RESTARTED), DONE_TIMEOUT_SECONDS, what="attempt 3")
+    assert _live(api, namespace) == [RESTARTED]
+    assert status["restarts"]["total"] == 2
+    assert status["run"]["checkpointDir"].endswith("/r1")
+
+
+def _check_prewarm(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case) -> None:
+    """The pre-warmed driver of run 2 is promoted with the savepoint the old driver stopped with, once it is gone."""
+    status = wait_for(lambda: _running_with_driver(api, namespace, DRIVER_2), DONE_TIMEOUT_SECONDS, what="run 2")
+    assert _live(api, namespace) == [DRIVER_2]
+    done = _the_succeeded_savepoint(api, namespace, case)
+    path = done["status"]["path"]
+    assert [request.path for request in kubelet.requests_of(DRIVER_1, "stop")] == [path]
+    assert [request.path for request in kubelet.requests_of(DRIVER_2, "promote")] == [path]
+    assert status["run"]["restoredFrom"] == path
+    wait_for(lambda: DRIVER_2 in kubelet.live_at_promotion, what="the kubelet's sample after the promotion")
+    assert DRIVER_1 not in kubelet.live_at_promotion[DRIVER_2]  # the old driver was gone before the promotion
+
+
 CHECKS: dict[str, Callable[[ApiClient, str, Kubelet, Case], None]] = {
+    "restart": _check_restart,
+    "prewarm": _check_prewarm,
     "upgrade": _check_upgrade,
     "suspend": _check_suspend,
     "savepoint": _check_savepoint,

@@ -1,7 +1,7 @@
 """Tenant safety of the driver Lease against a real API server with RBAC: the driver's ServiceAccount, bound by the
-Role the operator renders for an app with a warm standby, may read and renew its own app's Lease and nothing else
-about Leases (no other app's, no create, list, watch or delete), so a tenant's driver cannot take or hold another
-app's Lease; an app without a standby gets no Lease rights at all."""
+Role the operator renders for every app (issue 23; before, only for apps with a warm standby), may read and renew
+its own app's Lease and nothing else about Leases (no other app's, no create, list, watch or delete), so a tenant's
+driver cannot take or hold another app's Lease."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _refused(call: Callable[[], object]) -> bool:
 def test_a_driver_renews_only_its_own_apps_lease(
     control_plane: ControlPlane, kube_api: ApiClient, namespace: str
 ) -> None:
-    for obj in [*_app_objects("clicks", standby=True), *_app_objects("fraud", standby=True)]:
+    for obj in [*_app_objects("clicks", standby=False), *_app_objects("fraud", standby=True)]:
         _create(kube_api, namespace, obj)
     kubeconfig = control_plane.service_account_kubeconfig(namespace, "clicks-spark")
     with control_plane.api_client(kubeconfig) as driver_api:
@@ -75,18 +75,3 @@ def test_a_driver_renews_only_its_own_apps_lease(
         }
         for what, call in refused.items():
             assert _refused(call), f"the driver's ServiceAccount may {what}"
-
-
-def test_an_app_without_a_standby_grants_no_lease_rights(
-    control_plane: ControlPlane, kube_api: ApiClient, namespace: str
-) -> None:
-    objects = _app_objects("clicks", standby=False)
-    assert not [obj for obj in objects if obj["kind"] == "Lease"]
-    for obj in objects:
-        _create(kube_api, namespace, obj)
-    _create(kube_api, namespace, next(o for o in _app_objects("fraud", standby=True) if o["kind"] == "Lease"))
-    kubeconfig = control_plane.service_account_kubeconfig(namespace, "clicks-spark")
-    with control_plane.api_client(kubeconfig) as driver_api:
-        leases = client.CoordinationV1Api(driver_api)
-        assert _refused(lambda: leases.read_namespaced_lease("fraud-driver-lease", namespace))
-        assert _refused(lambda: leases.read_namespaced_lease("clicks-driver-lease", namespace))

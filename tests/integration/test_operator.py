@@ -92,7 +92,7 @@ def test_failed_driver_is_replaced_with_restart_bookkeeping(
         what="second attempt",
     )[0]
     # The first failure of a healthy run restarts at once (no backoff: the checkpoint is consistent);
-    # the backoff from the second failure in a row is the restart policy's table test (tests/unit/test_restarts.py).
+    # the backoff from the second failure in a row is the restart policy's table (tests/unit/core/test_restarts.py).
     print(f"failure -> replacement driver: {time.monotonic() - failed_at:.2f}s (no backoff the first time)")
     env = {item.name: item.value for item in second.spec.containers[0].env}
     assert env["HEADRACE_CHECKPOINT_DIR"].endswith("/pay/r1")  # same checkpoint

@@ -45,7 +45,11 @@ def view(
 
 
 def pod(run: int = 1, attempt: int = 1, phase: str = "Running", **fields: Any) -> DriverPod:
-    defaults: dict[str, Any] = {"running_since": T0 if phase == "Running" else None, "ip": "10.244.0.9"}
+    defaults: dict[str, Any] = {
+        "running_since": T0 if phase == "Running" else None,
+        "ip": "10.244.0.9",
+        "writer": phase == "Running" and not fields.get("standby"),  # labelled once it writes (core/drain.py)
+    }
     return DriverPod(
         name=f"clicks-r{run}-a{attempt}-driver", run=run, attempt=attempt, phase=phase, **{**defaults, **fields}
     )  # type: ignore[arg-type]

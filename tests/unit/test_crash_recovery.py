@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import SavepointUpgrade, StreamingAppSpec, StreamingAppStatus
 from headrace.controller.observe import driver_progress
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import DeletePod, EnsureDriver, SetSavepointStatus, TakeSavepoint
 from headrace.core.savepoints import INTERRUPTED, SETTLE_POLL_SECONDS, SILENT_DRIVER_GRACE_SECONDS
+from tests.unit.core.test_planner import running_app, step
 
 from .builders import READY, later, pod, seen, spec
-from .test_planner import running_app, step
 
 UPGRADED = spec(image="localhost/headrace/spark:0.2.0", upgradeMode="savepoint")
 STOPPING = DriverProgress(savepointing=True)
@@ -78,7 +78,7 @@ def test_a_silent_running_driver_is_waited_for_a_grace_period() -> None:
     assert plan.actions == ()
     assert plan.requeue_after == SETTLE_POLL_SECONDS
     pending = plan.status.pendingOperation
-    assert pending is not None and pending.detail["silentSince"] == "2026-11-21T12:00:30Z"
+    assert isinstance(pending, SavepointUpgrade) and pending.silentSince == "2026-11-21T12:00:30Z"
     observation = Observation(drivers=(pod(),), savepoints=(_in_progress(take.name),))
     still = step(plan.status, observation, later(30 + SILENT_DRIVER_GRACE_SECONDS - 1), app_spec=UPGRADED, generation=2)
     assert still.actions == ()

@@ -64,6 +64,20 @@ def test_a_promoted_standby_takes_the_lease_of_a_hard_killed_driver_once_it_expi
         standby.release()
 
 
+def test_a_holder_renews_without_reading_the_lease_first() -> None:
+    """One request per renewal (issue 23: every driver holds a Lease; a read before each write doubled the load)."""
+    fake, lost = FakeLeases(held(None)), list[str]()
+    driver = guard(fake, Clock(), lost, allowed=True)
+    driver.start()
+    try:
+        assert until(lambda: driver.held)
+        reads, writes = fake.reads, fake.writes
+        assert until(lambda: fake.writes >= writes + 5)
+        assert fake.reads == reads and lost == []
+    finally:
+        driver.release()
+
+
 def test_a_holder_that_sees_another_holder_is_stopped_at_once_and_never_writes_again() -> None:
     fake, clock, lost = FakeLeases(held(None)), Clock(), list[str]()
     driver = guard(fake, clock, lost, allowed=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from headrace.api.models import StreamingAppStatus
+from headrace.api.models import Restart, StreamingAppStatus
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import DeletePod, EnsureDriver, Plan
 from headrace.core.planner import decide, spec_json
@@ -96,4 +96,4 @@ def test_pending_driver_past_start_timeout_fails_and_rolls_back() -> None:
     assert late.status.restarts.lastFailureReason == "DriverStartTimeout"
     assert "restartPolicy.startTimeout (1m)" in (late.status.restarts.lastFailureMessage or "")
     assert "RollingBack" in {event.reason for event in late.events}
-    assert late.status.pendingOperation is not None and late.status.pendingOperation.detail["rollback"]
+    assert isinstance(late.status.pendingOperation, Restart) and late.status.pendingOperation.rollback

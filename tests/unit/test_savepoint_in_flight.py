@@ -6,10 +6,10 @@ from __future__ import annotations
 from headrace.core.observation import Observation
 from headrace.core.plan import SetSavepointStatus
 from headrace.core.savepoints import IN_FLIGHT_POLL_SECONDS
+from tests.unit.core.test_planner import step
 
 from .builders import READY, later, pod
 from .test_crash_recovery import UPGRADED, _begin, _in_progress
-from .test_planner import step
 
 
 def test_a_savepoint_call_under_way_is_waited_for() -> None:

@@ -93,11 +93,14 @@ code needs (no more), and the real API server's authorizer that they suffice.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [create]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [create]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-# The driver Lease of apps with a warm standby: created here; get and update only because the driver's Role grants
-# them (on its own Lease by name), and Kubernetes lets the operator grant only what it holds.
+# Every app's driver Lease: created here, read by the fence for lost nodes; update only because the driver's Role
+# grants it (on its own Lease by name), and Kubernetes lets the operator grant only what it holds.
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [create, get, update]

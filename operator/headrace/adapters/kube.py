@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import models, names
+from headrace.core.election import StoredLease, lease_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -105,6 +106,7 @@ class KubeClient:
         self.custom = client.CustomObjectsApi(api_client)
         self.networking = client.NetworkingV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.component = component
 
     def to_dict(self, obj: Any) -> dict[str, Any]:
@@ -286,6 +288,15 @@ class KubeClient:
         pods = _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False))
         return list(pods.get("items", []))
 
+    def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        """Every executor pod of an app (listed only while its driver is short of executors)."""
+        pods = _json(
+            self.core.list_namespaced_pod(
+                namespace, label_selector=names.executor_selector(app), _preload_content=False
+            )
+        )
+        return list(pods.get("items", []))
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any] | None:
         """Delete a pod (background propagation: its executors follow). Returns the pod when it is now terminating
         (its deletionTimestamp set), None when it is gone or was not there."""
@@ -305,6 +316,34 @@ class KubeClient:
         terminating = answer.get("kind") == "Pod" and (answer.get("metadata") or {}).get("deletionTimestamp")
         return cast(dict[str, Any], answer) if terminating else None
 
+    def read_lease(self, namespace: str, name: str) -> StoredLease | None:
+        """A Lease's record and resourceVersion (an app's driver Lease, for the fence), None when there is none."""
+        try:
+            body = _json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False))
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
+
+    def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
+        """Add labels to a pod; the pod as stored, None when it is gone."""
+        try:
+            patch = {"metadata": {"labels": labels}}
+            pod: dict[str, Any] = _json(self.core.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return pod
+
+    def read_node(self, name: str) -> dict[str, Any] | None:
+        """A Node as stored (whether it is being drained), None when there is none."""
+        try:
+            node: dict[str, Any] = _json(self.core.read_node(name, _preload_content=False))
+        except ApiException as error:
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+        return node
+
     # ------------------------------------------------------------------------- other objects --
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         """Create one namespaced object of the kinds the operator makes; returns it as stored, or None when it
@@ -320,7 +359,8 @@ class KubeClient:
             "Role": self.rbac.create_namespaced_role,
             "RoleBinding": self.rbac.create_namespaced_role_binding,
             "NetworkPolicy": self.networking.create_namespaced_network_policy,
-            "Lease": self.coordination.create_namespaced_lease,  # an app's driver Lease (spec.standby)
+            "Lease": self.coordination.create_namespaced_lease,  # an app's driver Lease
+            "PodDisruptionBudget": self.policy.create_namespaced_pod_disruption_budget,  # its drivers' eviction guard
         }
         options: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:

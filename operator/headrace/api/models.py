@@ -1,8 +1,9 @@
 """Pydantic models of the StreamingApp and StreamingSavepoint resources: the single source of truth.
 
 Owns: field names, types, defaults, single-field validation, descriptions (which become the CRD's and
-the docs' field reference), cross-field rules as CEL (`x-kubernetes-validations`), and each spec
-field's change kind (what a change to it requires; `headrace.core.changes` reads it).
+the docs' field reference), cross-field rules as CEL (`x-kubernetes-validations`), each spec field's
+change kind (what a change to it requires; `headrace.core.changes` reads it), and the write-ahead log
+(`PendingOperation`: one model per kind and step of operation, each with its own typed particulars).
 Never: decisions, I/O, the clock.
 """
 
@@ -11,9 +12,10 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, field_validator
 
-from headrace.api.vocabulary import OperationKind, OperationStep
+from headrace.api.log_migration import migrate_pending_operation
+from headrace.api.vocabulary import SavepointOperationKind
 
 GROUP: Final = "headrace.dev"
 VERSION: Final = "v1alpha1"
@@ -210,7 +212,7 @@ class WebIdentity(Model):
     roleArn: Annotated[
         str,
         Field(
-            pattern=r"^arn:[a-z0-9-]+:iam::[^:\s]*:role/\S+$",
+            pattern=r"^arn:[a-z0-9-]+:iam:[^:\s]*:[^:\s]*:role/\S+$",
             description="The role to assume, e.g. arn:aws:iam::123456789012:role/clicks.",
         ),
     ]
@@ -867,15 +869,120 @@ class RestartStatus(Model):
     )
 
 
-class PendingOperation(Model):
-    """What the operator is in the middle of (the write-ahead log entry a restarted operator resumes)."""
+SavepointReason = Literal["manual", "periodic", "upgrade", "suspend", "import"]
+"""Why a savepoint exists (StreamingSavepoint spec.reason)."""
 
-    kind: OperationKind
-    step: OperationStep
-    startedAt: str
-    run: int | None = None
-    attempt: int | None = None
-    detail: dict[str, str] = Field(default_factory=dict)
+
+class Operation(Model):
+    """What every entry of the write-ahead log records besides its kind and step."""
+
+    startedAt: str = Field(description="When the operation began.")
+
+
+class StartAttempt(Operation):
+    """A new attempt (driver pod) is being started: its driver is created once every other driver pod of the app is
+    gone (the fence)."""
+
+    kind: Literal["StartDriver"] = "StartDriver"
+    step: Literal["CreateDriver"] = "CreateDriver"
+    run: int = Field(ge=1, description="Run of the attempt being started.")
+    attempt: int = Field(ge=1, description="The attempt being started.")
+    previousRun: RunStatus | None = Field(
+        default=None,
+        description="The attempt this one replaces, returned to should the API server refuse the new one.",
+    )
+    previousSpec: str | None = Field(
+        default=None,
+        description="The spec the replaced attempt ran, returned to with previousRun: its JSON text, as "
+        "lastReconciledSpec, which it copies (kept as text so that a spec an earlier release accepted stays readable).",
+    )
+
+
+class Restart(Operation):
+    """A failed driver is replaced by the next attempt of its run once the backoff (status.restarts.nextRetryAt)
+    has elapsed."""
+
+    kind: Literal["Restart"] = "Restart"
+    step: Literal["Backoff"] = "Backoff"
+    reason: str = Field(description="The failure that ended the last attempt (status.restarts.lastFailureReason).")
+    rollback: bool = Field(
+        default=False, description="The next attempt runs status.lastStableSpec: the upgrade never became stable."
+    )
+
+
+class ThroughSavepoint(Operation):
+    """An operation that takes a savepoint of the running driver (stopping it with the savepoint for an upgrade or
+    a suspension); the savepoint's outcome is recorded on its StreamingSavepoint."""
+
+    kind: SavepointOperationKind
+    step: Literal["TakeSavepoint"] = "TakeSavepoint"
+    savepoint: str = Field(description="Name of the StreamingSavepoint being taken.")
+    reason: SavepointReason = Field(description="Why the savepoint is taken (its StreamingSavepoint's spec.reason).")
+    targetSpecHash: str = Field(description="Hash of the spec the operation applies (a failed one is not retried).")
+    tries: int = Field(default=1, ge=1, description="Which try of the operation's savepoint this is.")
+    silentSince: str | None = Field(
+        default=None,
+        description="Since when the driver, asked by an operator that restarted meanwhile, has not answered.",
+    )
+
+
+class TakingSavepoint(ThroughSavepoint):
+    """A savepoint of the running driver, which keeps running (triggerNonce, periodic, a StreamingSavepoint)."""
+
+    kind: Literal["Savepoint"] = "Savepoint"
+
+
+class SavepointUpgrade(ThroughSavepoint):
+    """An upgrade with upgradeMode savepoint: the driver stops with a savepoint, a new run restores it."""
+
+    kind: Literal["Upgrade"] = "Upgrade"
+
+
+class Suspending(ThroughSavepoint):
+    """job.state suspended: the driver stops with a savepoint, which resuming restores."""
+
+    kind: Literal["Suspend"] = "Suspend"
+
+
+class PrewarmUpgrade(Operation):
+    """A pre-warmed upgrade: the new spec's driver warms up as a standby while the running one keeps processing."""
+
+    kind: Literal["Upgrade"] = "Upgrade"
+    step: Literal["Prewarm"] = "Prewarm"
+    targetSpecHash: str = Field(description="Hash of the spec the operation applies (a failed one is not retried).")
+    prewarmDriver: str = Field(description="The pre-warmed driver's pod.")
+    move: str | None = Field(
+        default=None,
+        description="Set when the running spec's driver moves off its node (being drained), saying why: the run "
+        "continues on its checkpoint whatever the upgrade mode, and a failed move blames no spec.",
+    )
+
+
+SavepointOperation = TakingSavepoint | SavepointUpgrade | Suspending
+
+
+def _log_tag(value: Any) -> str | None:
+    """The kind/step pair that says which entry a log record is."""
+    if isinstance(value, dict):
+        return f"{value.get('kind')}/{value.get('step')}"
+    kind, step = getattr(value, "kind", None), getattr(value, "step", None)
+    return f"{kind}/{step}" if kind is not None else None
+
+
+PendingOperation = Annotated[
+    Annotated[StartAttempt, Tag("StartDriver/CreateDriver")]
+    | Annotated[Restart, Tag("Restart/Backoff")]
+    | Annotated[TakingSavepoint, Tag("Savepoint/TakeSavepoint")]
+    | Annotated[SavepointUpgrade, Tag("Upgrade/TakeSavepoint")]
+    | Annotated[Suspending, Tag("Suspend/TakeSavepoint")]
+    | Annotated[PrewarmUpgrade, Tag("Upgrade/Prewarm")],
+    Discriminator(
+        _log_tag,
+        custom_error_type="pending_operation",
+        custom_error_message="kind/step is not an operation Headrace records",
+    ),
+]
+"""What the operator is in the middle of: the write-ahead log entry a restarted operator resumes."""
 
 
 class SavepointRef(Model):
@@ -914,6 +1021,48 @@ class ProgressSummary(Model):
     )
 
 
+class AutoscalerSample(Model):
+    """What the app's batches did between two reads of its driver (the difference of their batch totals)."""
+
+    at: str
+    seconds: float
+    inputRows: int
+    busySeconds: float
+    backlog: float | None = None
+    executors: int
+
+
+class AutoscalerReading(Model):
+    """The driver's batch totals (since it started, over its queries) at one read."""
+
+    at: str
+    batches: int
+    inputRows: int
+    busySeconds: float
+    backlog: float | None = None
+    executors: int
+    executorsSince: str | None = None
+
+
+class AutoscalerStatus(Model):
+    """What the autoscaler (spec.autoscaler.mode passive) would do and why, with the window it decided on."""
+
+    action: Literal["hold", "scale", "repartition"] = Field(description="What it would do now.")
+    executors: int = Field(description="The executors it would have (the current ones for hold).")
+    reason: str = Field(description="Why, as a CamelCase word (docs/autoscaler.md lists them).")
+    message: str = ""
+    utilization: float | None = None
+    neededExecutors: int | None = Field(default=None, description="What the load needs, before bounds and quotas.")
+    partitions: int | None = Field(default=None, description="For repartition: the state partitions it would have.")
+    decidedAt: str
+    lastReading: AutoscalerReading | None = None
+    samples: list[AutoscalerSample] = Field(default_factory=list, description="The metrics window.")
+    measuredExecutors: int | None = None
+    sizeSince: str | None = None
+    scaleDownSince: str | None = None
+    scaleDownTo: int = 0
+
+
 class StreamingAppStatus(Model):
     """Observed state, written only by the operator's status recorder."""
 
@@ -926,9 +1075,16 @@ class StreamingAppStatus(Model):
     selector: str | None = Field(default=None, description="Label selector of the executor pods (for HPA).")
     lastReconciledSpec: str | None = Field(default=None, description="The spec (JSON) the current driver runs.")
     lastStableSpec: str | None = Field(default=None, description="The last spec (JSON) that ran stably.")
-    pendingOperation: PendingOperation | None = None
+    pendingOperation: PendingOperation | None = Field(
+        default=None,
+        description="What the operator is in the middle of (the write-ahead log entry a restarted operator resumes): "
+        "which operation (kind) and where in it (step), with that operation's particulars.",
+    )
     latestSavepoint: SavepointRef | None = None
     progress: ProgressSummary | None = None
+    autoscaler: AutoscalerStatus | None = Field(
+        default=None, description="What the autoscaler would do (spec.autoscaler.mode passive)."
+    )
     error: str | None = Field(default=None, description="Why the current spec is not applied, if it is not.")
     suspendedSavepoint: str | None = Field(
         default=None, description="Savepoint taken when the job was suspended; resuming restores it."
@@ -937,6 +1093,11 @@ class StreamingAppStatus(Model):
         default=None,
         description="Hash of a spec whose upgrade failed or was rolled back; it is not retried until the spec changes.",
     )
+
+    @field_validator("pendingOperation", mode="before")
+    @classmethod
+    def _read_legacy_log(cls, value: Any) -> Any:
+        return migrate_pending_operation(value)
 
 
 class StreamingApp(Model):
@@ -959,7 +1120,7 @@ class StreamingSavepointSpec(Model):
 
     appName: Annotated[str, Field(min_length=1, description="The StreamingApp (same namespace).")]
     reason: Annotated[
-        Literal["manual", "periodic", "upgrade", "suspend", "import"],
+        SavepointReason,
         Field(description="Why the savepoint exists."),
     ] = "manual"
     path: Annotated[

@@ -20,6 +20,9 @@ ATTEMPT = "headrace.dev/attempt"
 ROLE = "headrace.dev/role"
 SPEC_HASH = "headrace.dev/spec-hash"
 STANDBY = "headrace.dev/standby"  # "true" on a driver pod created as a warm standby (spec.standby)
+# "true" on the driver pod that runs the app's queries (set by the operator once it does): what the app's
+# PodDisruptionBudget protects, so a standby or a pre-warmed driver may be evicted, the writing driver not.
+WRITER = "headrace.dev/writer"
 ROLE_DRIVER = "driver"
 ROLE_EXECUTOR = "executor"
 DRIVER_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE},{ROLE}={ROLE_DRIVER}"  # every driver pod the operator made
@@ -68,6 +71,11 @@ def service_account(app: str) -> str:
 def driver_lease(app: str) -> str:
     """The app's driver Lease (and the Role and RoleBinding letting the app's driver get and update only it)."""
     return _fit(app, "driver-lease")
+
+
+def driver_disruption_budget(app: str) -> str:
+    """The PodDisruptionBudget over the app's driver pods (a drain waits for the operator's handover)."""
+    return _fit(app, "driver")
 
 
 def control_secret(app: str) -> str:

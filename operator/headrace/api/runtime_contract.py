@@ -40,10 +40,11 @@ ENV_PREWARM_CHECKPOINT: Final = "HEADRACE_PREWARM_CHECKPOINT"
 # "false": a standby (or pre-warmed) driver waits at its gate without running the warm-up query first
 # (spec.standby.warmup); unset or "true": it runs it
 ENV_WARMUP: Final = "HEADRACE_WARMUP"
-# Name of the app's driver Lease (coordination.k8s.io/v1, in HEADRACE_APP_NAMESPACE), set on every driver of an app
-# with a warm standby: the driver starts its queries only while it holds the Lease (a standby: once promoted), takes
-# it only when released or expired, renews it, and exits with EXIT_LEASE_LOST at once when it cannot renew within
-# the renew deadline or sees another holder. Its identity is HEADRACE_POD_NAME; it releases the Lease when it exits.
+# Name of the app's driver Lease (coordination.k8s.io/v1, in HEADRACE_APP_NAMESPACE), set on every driver (before
+# issue 23, only on those of an app with a warm standby): the driver starts its queries only while it holds the
+# Lease (a standby: once promoted), takes it only when released or expired, renews it, and exits with
+# EXIT_LEASE_LOST at once when it cannot renew within the renew deadline or sees another holder. Its identity is
+# HEADRACE_POD_NAME; it releases the Lease when it exits.
 ENV_DRIVER_LEASE: Final = "HEADRACE_DRIVER_LEASE"
 DRIVER_LEASE_SECONDS: Final = 15  # a Lease not renewed for this long may be taken over
 DRIVER_LEASE_RENEW_DEADLINE_SECONDS: Final = 10  # the holder stops writing when it could not renew for this long

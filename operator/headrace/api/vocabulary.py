@@ -12,13 +12,8 @@ from typing import Literal, get_args
 
 # --- status.pendingOperation (the write-ahead log) -----------------------------------------------
 SavepointOperationKind = Literal["Savepoint", "Upgrade", "Suspend"]
-"""Operations that go through a savepoint (Upgrade and Suspend stop the driver with it)."""
-
-OperationKind = Literal["StartDriver", "Restart", SavepointOperationKind]
-"""What the operator is in the middle of."""
-
-OperationStep = Literal["CreateDriver", "Backoff", "TakeSavepoint", "Prewarm"]
-"""Where in its operation the operator is (a crash test's failpoint names it: after-status:<kind>/<step>)."""
+"""Operations that go through a savepoint (Upgrade and Suspend stop the driver with it). Each entry of the log,
+with its kind and step, is a model of `headrace.api.models` (`PendingOperation`)."""
 
 SAVEPOINT_OPERATIONS: tuple[SavepointOperationKind, ...] = get_args(SavepointOperationKind)
 
@@ -31,6 +26,7 @@ OperatorFailureReason = Literal[
     "NoProgress",
     "DriverStartTimeout",
     "DriverUnresponsive",
+    "DriverLeaseExpired",
     "DriverRefused",
 ]
 """Failures the operator names itself (DriverFailed: the pod failed without a more precise reason)."""

@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from headrace.api import names
+from headrace.api.runtime_contract import ENV_DRIVER_LEASE as LEASE_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ SCHEMA_SETTLE_SECONDS = 120.0
 SCHEMA_CHECK_SECONDS = 5.0
 TOMBSTONES = 10_000  # uids of deleted objects remembered (a late write-through of one is ignored)
 
-_POD_LABELS = (names.APP, names.RUN, names.ATTEMPT, names.ROLE, names.SPEC_HASH, names.STANDBY)
+_POD_LABELS = (names.APP, names.RUN, names.ATTEMPT, names.ROLE, names.SPEC_HASH, names.STANDBY, names.WRITER)
 
 
 def _rv(body: dict[str, Any]) -> str:
@@ -112,10 +113,18 @@ def trim_pod(body: dict[str, Any]) -> dict[str, Any]:
     kept_status["conditions"] = [item for item in status.get("conditions") or [] if item.get("type") == "PodScheduled"]
     # Of the spec, only whether the pod mounts the control certificate (observe.serves_control_tls): a pod from
     # before the control endpoint had TLS is asked in plain HTTP, every other one over HTTPS.
-    volumes = (body.get("spec") or {}).get("volumes") or []
-    kept_spec = {
-        "volumes": [{"name": item["name"]} for item in volumes if item.get("name") == names.CONTROL_TLS_VOLUME]
+    # And whether its driver holds the driver Lease (observe.lease_guarded) and its node (the fence's messages).
+    spec = body.get("spec") or {}
+    volumes = spec.get("volumes") or []
+    kept_spec: dict[str, Any] = {
+        "volumes": [{"name": item["name"]} for item in volumes if item.get("name") == names.CONTROL_TLS_VOLUME],
+        "containers": [
+            {"env": [{"name": item["name"]} for item in container.get("env") or [] if item.get("name") == LEASE_ENV]}
+            for container in spec.get("containers") or []
+        ],
     }
+    if spec.get("nodeName"):
+        kept_spec["nodeName"] = spec["nodeName"]
     return {"metadata": _metadata(body, _POD_LABELS), "spec": kept_spec, "status": kept_status}
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
 from headrace.adapters.kube import KubeClient
-from headrace.controller.observe import current_driver_pod, serves_control_tls
+from headrace.controller.observe import current_driver_pod, logged_savepoint, serves_control_tls
 from headrace.controller.reconciler import driver_endpoint
+from headrace.controller.status_recorder import StatusRecorder
 from headrace.core.disposal import (
     AppFacts,
     DisposalFacts,
@@ -39,8 +40,11 @@ REFUSED_STATUSES = frozenset({400, 403, 404})  # the driver checked the path and
 class SavepointDisposer:
     """Deletes the files of StreamingSavepoints deleted with disposeOnDelete, through their app's driver."""
 
-    def __init__(self, kube: KubeClient, driver: DriverControl, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, kube: KubeClient, recorder: StatusRecorder, driver: DriverControl, clock: Callable[[], datetime]
+    ) -> None:
         self.kube = kube
+        self.recorder = recorder
         self.driver = driver
         self.clock = clock
 
@@ -82,7 +86,6 @@ class SavepointDisposer:
             return None, facts, None
         spec, status = app.get("spec") or {}, app.get("status") or {}
         restore = spec.get("restoreFrom") or {}
-        pending = (status.get("pendingOperation") or {}).get("detail") or {}
         needed_paths = {
             status.get("suspendedSavepoint"),
             restore.get("path"),
@@ -98,7 +101,7 @@ class SavepointDisposer:
             phase=status.get("phase"),
             driver_address=endpoint.address if endpoint is not None else None,
             needed_paths=frozenset(path for path in needed_paths if path),
-            needed_names=frozenset(name for name in (restore.get("savepoint"), pending.get("savepoint")) if name),
+            needed_names=frozenset(name for name in (restore.get("savepoint"), logged_savepoint(app)) if name),
         )
         return app, replace(facts, app=known), endpoint
 
@@ -109,7 +112,7 @@ class SavepointDisposer:
         if isinstance(decided, Retry):
             message = f"deletion waits to delete the savepoint's files: {decided.why}; next try in {decided.seconds:g}s"
             try:
-                self.kube.patch_savepoint_status(metadata["namespace"], metadata["name"], {"message": message})
+                self.recorder.waiting_deletion(metadata["namespace"], metadata["name"], message)
             except Exception:
                 logger.exception("could not record why %s/%s waits", metadata["namespace"], metadata["name"])
             return decided.seconds, message

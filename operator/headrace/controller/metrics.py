@@ -17,7 +17,7 @@ from headrace.api.models import Phase, StreamingAppStatus, StreamingSavepointSpe
 from headrace.api.vocabulary import RESTART_REASON_LABELS, RestartReasonLabel
 from headrace.controller.workqueue import Lane
 from headrace.core import transitions
-from headrace.core.plan import Action, EventType
+from headrace.core.plan import Action, EventType, Started
 from headrace.core.restarts import restart_begun
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
@@ -107,6 +107,13 @@ class OperatorMetrics:
             ["namespace", "app"],
             registry=self.registry,
         )
+        self.app_autoscaler_executors = Gauge(
+            "headrace_app_autoscaler_recommended_executors",
+            "Executors the autoscaler would give the app (spec.autoscaler.mode passive: status.autoscaler.executors), "
+            "as of its last reconciliation; absent without a recommendation.",
+            ["namespace", "app"],
+            registry=self.registry,
+        )
         self.app_startup_failures = Gauge(
             "headrace_app_startup_failures",
             "Attempts of the app in a row that failed before their first committed batch "
@@ -135,6 +142,7 @@ class OperatorMetrics:
         self._phases: dict[tuple[str, str], str] = {}
         self._aged: set[tuple[str, str]] = set()
         self._known: set[tuple[str, str]] = set()  # apps with per-app series
+        self._recommended: set[tuple[str, str]] = set()  # apps with an autoscaler recommendation
         self._underway: dict[tuple[str, str], transitions.Underway] = {}
 
     def record_queue_wait(self, lane: Lane, seconds: float) -> None:
@@ -158,15 +166,20 @@ class OperatorMetrics:
             self.savepoint_seconds.labels(trigger).observe(max(seconds, 0.0))
 
     def record_decision(
-        self, key: tuple[str, str], previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
+        self,
+        key: tuple[str, str],
+        previous: StreamingAppStatus,
+        new: StreamingAppStatus,
+        now: datetime,
+        started: Started | None = None,
     ) -> None:
-        """An app's status went from `previous` to `new` (recorded) at `now`: its phase, a restart it
-        scheduled, the lifecycle transition that ended (the transition underway is kept here between
-        decisions), its last batch age."""
+        """An app's status went from `previous` to `new` (recorded) at `now` by a decision that started
+        `started` (its plan's): its phase, a restart it scheduled, the lifecycle transition that ended (the
+        transition underway is kept here between decisions), its last batch age."""
         self.record_phase(key, new.phase)
         if restart_begun(previous, new):
             self.restarts.labels(restart_reason_label(new.restarts.lastFailureReason)).inc()
-        moved = transitions.step(self._underway.pop(key, None), previous, new, now)
+        moved = transitions.step(self._underway.pop(key, None), previous, new, now, started)
         if moved.underway is not None:
             self._underway[key] = moved.underway
         if moved.ended is not None:
@@ -174,6 +187,7 @@ class OperatorMetrics:
         self._record_last_batch_age(key, transitions.last_batch_age(new, now))
         self.app_restarts.labels(*key).set(new.restarts.total)
         self.app_startup_failures.labels(*key).set(new.restarts.startupFailures)
+        self._record_recommendation(key, new.autoscaler.executors if new.autoscaler is not None else None)
         self._known.add(key)
 
     def forget_app(self, key: tuple[str, str]) -> None:
@@ -185,6 +199,15 @@ class OperatorMetrics:
             self._known.discard(key)
             self.app_restarts.remove(*key)
             self.app_startup_failures.remove(*key)
+        self._record_recommendation(key, None)
+
+    def _record_recommendation(self, key: tuple[str, str], executors: int | None) -> None:
+        if executors is not None:
+            self.app_autoscaler_executors.labels(*key).set(executors)
+            self._recommended.add(key)
+        elif key in self._recommended:
+            self._recommended.discard(key)
+            self.app_autoscaler_executors.remove(*key)
 
     def _record_last_batch_age(self, key: tuple[str, str], age: float | None) -> None:
         if age is not None:

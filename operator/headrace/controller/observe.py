@@ -11,11 +11,13 @@ from pydantic import ValidationError
 
 from headrace.api import names
 from headrace.api import runtime_contract as contract
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import PrewarmUpgrade, StreamingAppSpec, StreamingAppStatus, ThroughSavepoint
 from headrace.core.observation import (
     BatchTotals,
+    DriverLease,
     DriverPod,
     DriverProgress,
+    ExecutorPod,
     Observation,
     PodPhase,
     SavepointPhase,
@@ -73,7 +75,7 @@ def serves_control_tls(pod: dict[str, Any]) -> bool:
     return any(volume.get("name") == names.CONTROL_TLS_VOLUME for volume in spec.get("volumes") or [])
 
 
-def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
+def read_driver_pod(pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset()) -> DriverPod | None:
     """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
     metadata = pod.get("metadata", {})
     labels = metadata.get("labels") or {}
@@ -112,7 +114,28 @@ def driver_pod(pod: dict[str, Any]) -> DriverPod | None:
         waiting=_waiting(status) if phase == "Pending" else None,
         standby=labels.get(names.STANDBY) == "true",
         spec_hash=labels.get(names.SPEC_HASH),
+        lease_guarded=lease_guarded(pod),
+        deletion_due=_deletion_due(metadata),
+        node=(pod.get("spec") or {}).get("nodeName"),
+        node_draining=(pod.get("spec") or {}).get("nodeName") in draining_nodes,
+        writer=labels.get(names.WRITER) == "true",
     )
+
+
+def lease_guarded(pod: dict[str, Any]) -> bool:
+    """Whether the pod's driver writes only while holding the app's driver Lease: its driver container has
+    HEADRACE_DRIVER_LEASE (pods made by an operator before every driver had it do not; a copy without its spec
+    counts as not guarded, the safe side: the fence then waits for the pod to be gone)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if any(item.get("name") == contract.ENV_DRIVER_LEASE for item in container.get("env") or []):
+            return True
+    return False
+
+
+def _deletion_due(metadata: dict[str, Any]) -> datetime | None:
+    """When a deleted pod's grace period ends: its deletionTimestamp (set to the deletion's time plus the grace)."""
+    stamp = metadata.get("deletionTimestamp")
+    return parse_time(stamp) if stamp else None
 
 
 def _waiting(status: dict[str, Any]) -> str | None:
@@ -127,7 +150,7 @@ def _waiting(status: dict[str, Any]) -> str | None:
     return None
 
 
-def savepoint_resource(body: dict[str, Any]) -> SavepointResource:
+def read_savepoint_resource(body: dict[str, Any]) -> SavepointResource:
     """One StreamingSavepoint as the planner sees it."""
     metadata, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
     phase_text = status.get("phase")
@@ -259,17 +282,60 @@ def observe(
     unanswered: bool = False,
     savepoints_in_flight: frozenset[str] = frozenset(),
     prewarmed_status: contract.StatusDocument | None = None,
+    lease: DriverLease | None = None,
+    draining_nodes: frozenset[str] = frozenset(),
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
-    drivers = tuple(pod for pod in (driver_pod(item) for item in pods) if pod is not None)
+    drivers = tuple(pod for pod in (read_driver_pod(item, draining_nodes) for item in pods) if pod is not None)
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
-        savepoints=tuple(savepoint_resource(item) for item in savepoints or []),
+        savepoints=tuple(read_savepoint_resource(item) for item in savepoints or []),
         progress=driver_progress(driver_status) if driver_status else None,
         unanswered=unanswered,
         savepoints_in_flight=savepoints_in_flight,
         prewarmed=driver_progress(prewarmed_status) if prewarmed_status else None,
+        lease=lease,
     )
+
+
+def deleted_executors(pods: list[dict[str, Any]], lost_nodes: frozenset[str]) -> tuple[ExecutorPod, ...]:
+    """The executor pods being deleted, as `headrace.core.executors` decides on them."""
+    found = []
+    for pod in pods:
+        metadata, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+        if not metadata.get("deletionTimestamp"):
+            continue
+        phase = (pod.get("status") or {}).get("phase")
+        found.append(
+            ExecutorPod(
+                name=metadata["name"],
+                node=node,
+                deleting=True,
+                deletion_due=_deletion_due(metadata),
+                terminated=phase in ("Succeeded", "Failed"),
+                node_lost=node in lost_nodes,
+            )
+        )
+    return tuple(found)
+
+
+def running_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
+    """The nodes the app's running driver pods (not being deleted) are on: those whose drains matter."""
+    return frozenset(
+        node
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName"))
+        and (pod.get("status") or {}).get("phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
+    )
+
+
+def lease_wanted(pods: list[dict[str, Any]], *, unanswered: bool) -> bool:
+    """Whether the planner needs the app's driver Lease: a driver created with it is stuck deleting (not yet
+    terminated), or the current driver did not answer (its Lease may tell that it stopped)."""
+    if unanswered:
+        return True
+    return any(pod["metadata"].get("deletionTimestamp") and lease_guarded(pod) and not _terminated(pod) for pod in pods)
 
 
 def app_view(body: dict[str, Any]) -> AppView:
@@ -299,20 +365,29 @@ def app_view(body: dict[str, Any]) -> AppView:
     )
 
 
+def logged_savepoint(app: dict[str, Any]) -> str | None:
+    """The StreamingSavepoint the app's write-ahead log is taking (None: none, or its status cannot be read)."""
+    try:
+        status = StreamingAppStatus.model_validate(app.get("status") or {})
+    except ValidationError:
+        return None
+    pending = status.pendingOperation
+    return pending.savepoint if isinstance(pending, ThroughSavepoint) else None
+
+
 def _problems(root: str, error: ValidationError) -> tuple[Problem, ...]:
     return tuple(
         Problem(".".join([root, *(str(part) for part in item["loc"])]), item["msg"]) for item in error.errors()
     )
 
 
-def prewarmed_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def prewarmed_driver_pod(status: StreamingAppStatus, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The new driver a pre-warmed upgrade waits for (pendingOperation Upgrade/Prewarm), when it runs and has an
     IP; else None."""
-    pending = (app.get("status") or {}).get("pendingOperation") or {}
-    if pending.get("kind") != "Upgrade" or pending.get("step") != "Prewarm":
+    pending = status.pendingOperation
+    if not isinstance(pending, PrewarmUpgrade):
         return None
-    name = (pending.get("detail") or {}).get("prewarm")
-    pod = next((item for item in pods if item["metadata"]["name"] == name), None)
+    pod = next((item for item in pods if item["metadata"]["name"] == pending.prewarmDriver), None)
     if pod is None or (pod.get("status") or {}).get("phase") != "Running" or not pod["status"].get("podIP"):
         return None
     return None if pod["metadata"].get("deletionTimestamp") else pod

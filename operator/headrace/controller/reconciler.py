@@ -27,18 +27,26 @@ from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavai
 from headrace.adapters.kube import Conflict, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
+from headrace.api.models import StreamingAppStatus
 from headrace.controller import failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
+from headrace.controller.driver_leases import DriverLeases
 from headrace.controller.ensured import EnsuredObjects, digest
 from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.nodes import NodeStates
 from headrace.controller.observe import (
     app_view,
     current_driver_pod,
+    deleted_executors,
+    lease_wanted,
     observe,
     prewarmed_driver_pod,
+    running_nodes,
     serves_control_tls,
 )
+from headrace.controller.status_recorder import StatusRecorder
+from headrace.core import executors
 from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import (
     Action,
@@ -46,13 +54,14 @@ from headrace.core.plan import (
     DeletePod,
     DeleteSavepointResource,
     EnsureDriver,
+    MarkWriter,
     Plan,
     PromoteDriver,
     RescaleInPlace,
     SetSavepointStatus,
     TakeSavepoint,
 )
-from headrace.core.planner import AppView, decide, spec_hash
+from headrace.core.planner import AppView, decide
 from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import control_tls, manifests
@@ -101,6 +110,7 @@ class Reconciler:
         self.cache = cache  # what the watches saw, and every write's answer (write-through)
         self.driver = driver
         self.metrics = metrics
+        self.recorder = StatusRecorder(kube, cache, metrics)  # the one writer of statuses
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
         self.operator_namespace = operator_namespace  # the operator pod's namespace (settings: POD_NAMESPACE)
@@ -115,6 +125,8 @@ class Reconciler:
             lambda namespace, app: kube.read_secret_values(namespace, names.control_secret(app))
         )
         self._ensured = EnsuredObjects()  # apps whose shared objects this process made (or found) itself
+        self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
+        self._nodes = NodeStates(kube.read_node)  # whether the drivers' nodes are being drained
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         """Reconcile one app; returns when to reconcile it again (None: only on the next event)."""
@@ -141,11 +153,6 @@ class Reconciler:
         else:
             self.cache.fresh("app", body)
 
-    def _write_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        written = self.kube.replace_app_status(body, status)
-        self.cache.wrote("app", written)
-        return written
-
     def _reconcile(self, namespace: str, name: str) -> float | None:
         if self.cache.unsettled("app"):  # the app's CRD changed: its watch may deliver it under the old schema
             self._refresh(namespace, name)
@@ -154,11 +161,12 @@ class Reconciler:
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
             self._ensured.forget(namespace, name)
+            self._leases.forget(namespace, name)
             self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
-            unreadable.hold(self.kube, self.cache, body, view, self.clock())
+            unreadable.hold_app(self.kube, self.recorder, body, view, self.clock())
             return None
         pods = self.cache.pods(namespace, name)
         driver_status, unanswered = self._driver_answer(body, pods)
@@ -170,17 +178,17 @@ class Reconciler:
             driver_status,
             unanswered=unanswered,
             savepoints_in_flight=in_flight,
-            prewarmed_status=self._prewarmed_status(body, pods),
+            prewarmed_status=self._prewarmed_status(body, view.status, pods),
+            lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
+            draining_nodes=self._nodes.draining(running_nodes(pods)),
         )
+        if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
+            observation = self._with_deleted_executors(namespace, name, observation)
         now = self.clock()
         plan = decide(view, observation, now)
         delay = plan.requeue_after
-        if plan.status != view.status:
-            body = self._write_status(body, plan.status.model_dump(mode="json", exclude_none=True))
-            delay = _after_status_write(plan)
-            if (pending := plan.status.pendingOperation) is not None:
-                failpoints.hit(f"after-status:{pending.kind}/{pending.step}")
-        self.metrics.record_decision((namespace, name), view.status, plan.status, now)
+        if (written := self.recorder.decision(body, view.status, plan, observation, now)) is not None:
+            body, delay = written, _after_status_write(plan)
         for action in plan.actions:
             try:
                 delay = _sooner(delay, self._act(body, action))
@@ -196,11 +204,19 @@ class Reconciler:
             "reconciled %s/%s: status %s, actions %s, again in %s",
             namespace,
             name,
-            "written" if plan.status != view.status else "unchanged",
+            "written" if written is not None else "unchanged",
             [type(action).__name__ for action in plan.actions],
             delay,
         )
         return delay
+
+    def _with_deleted_executors(self, namespace: str, name: str, observation: Observation) -> Observation:
+        """The app's executor pods being deleted, and whether their nodes are lost."""
+        pods = [
+            pod for pod in self.kube.list_executor_pods(namespace, name) if pod["metadata"].get("deletionTimestamp")
+        ]
+        nodes = {node for pod in pods if (node := (pod.get("spec") or {}).get("nodeName"))}
+        return replace(observation, executors=deleted_executors(pods, self._nodes.lost(nodes)))
 
     def _refused(
         self,
@@ -219,14 +235,9 @@ class Reconciler:
         logger.warning("creating the driver of %s/%s was refused: %s", metadata["namespace"], metadata["name"], error)
         refusal = Refusal(action.run, action.attempt, error.what, error.message, dry_run=action.check_only)
         plan = decide(view, replace(observation, refused=refusal), now)
-        if plan.status != view.status:
-            body = self._write_status(body, plan.status.model_dump(mode="json", exclude_none=True))
-            self.metrics.record_decision((metadata["namespace"], metadata["name"]), view.status, plan.status, now)
-            self._post_events(body, plan, now)
-            return AGAIN
-        self.metrics.record_decision((metadata["namespace"], metadata["name"]), view.status, plan.status, now)
-        self._post_events(body, plan, now)
-        return plan.requeue_after
+        written = self.recorder.decision(body, view.status, plan, observation, now)
+        self._post_events(written or body, plan, now)
+        return AGAIN if written is not None else plan.requeue_after
 
     def _record_settled_savepoint(self, action: SetSavepointStatus, observation: Observation, now: datetime) -> None:
         """A savepoint outcome recorded without asking a driver: an import (not timed), or a savepoint
@@ -269,6 +280,11 @@ class Reconciler:
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN
+            case MarkWriter():
+                labelled = self.kube.label_pod(namespace, action.name, {names.WRITER: "true"})
+                if labelled is not None:
+                    self.cache.wrote("pod", labelled)
+                return None
             case RescaleInPlace():
                 return self._rescale(body, action)
             case PromoteDriver():
@@ -285,7 +301,7 @@ class Reconciler:
                 return AGAIN
             case SetSavepointStatus():
                 status = {"phase": action.phase, "path": action.path, "message": action.message or None}
-                self._patch_savepoint(namespace, action.name, {**status, "time": format_time(self.clock())})
+                self.recorder.savepoint(namespace, action.name, {**status, "time": format_time(self.clock())})
                 return AGAIN
             case DeleteSavepointResource():
                 self.kube.delete_savepoint(namespace, action.name)
@@ -297,14 +313,6 @@ class Reconciler:
     def _wrote_savepoint(self, written: dict[str, Any] | None) -> None:
         if written is not None:
             self.cache.wrote("savepoint", written)
-
-    def _patch_savepoint(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self._wrote_savepoint(self.kube.patch_savepoint_status(namespace, name, status))
-
-    def _record_savepoint_outcome(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """The outcome of a savepoint call, written off the reconcile worker: not an echo, since its watch
-        event is what wakes the app to act on it."""
-        self.cache.observed("savepoint", self.kube.patch_savepoint_status(namespace, name, status))
 
     def _driver_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
         """The current driver's status document, when its pod runs, is not being deleted and answers (else None).
@@ -318,9 +326,11 @@ class Reconciler:
             return None
         return self.driver.status(endpoint)  # DriverUnavailable: a missed heartbeat (see _ask_driver)
 
-    def _prewarmed_status(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> contract.StatusDocument | None:
+    def _prewarmed_status(
+        self, body: dict[str, Any], status: StreamingAppStatus, pods: list[dict[str, Any]]
+    ) -> contract.StatusDocument | None:
         """The status of a pre-warmed upgrade's new driver (None: there is none, or it does not answer yet)."""
-        pod = prewarmed_driver_pod(body, pods)
+        pod = prewarmed_driver_pod(status, pods)
         if pod is None:
             return None
         endpoint = self._endpoint(body, pod["status"]["podIP"], tls=serves_control_tls(pod))
@@ -385,7 +395,7 @@ class Reconciler:
         """Mark the StreamingSavepoint InProgress, then ask the driver through the savepoint runner (off the reconcile
         worker): the outcome is recorded on the StreamingSavepoint, whose change wakes the app again."""
         namespace = body["metadata"]["namespace"]
-        self._patch_savepoint(namespace, action.name, {"phase": "InProgress", "path": action.path})
+        self.recorder.savepoint(namespace, action.name, {"phase": "InProgress", "path": action.path})
         key = (namespace, action.name)
         with self._in_flight_lock:
             self._in_flight.add(key)
@@ -413,43 +423,30 @@ class Reconciler:
             failpoints.hit("after:TakeSavepoint")
         except DriverUnavailable as error:
             logger.warning("savepoint %s/%s failed: %s", namespace, action.name, error)
-            self._record_savepoint_outcome(
-                namespace, action.name, {"phase": "Failed", "message": str(error), "time": format_time(self.clock())}
-            )
+            failed = {"phase": "Failed", "message": str(error), "time": format_time(self.clock())}
+            self.recorder.savepoint(namespace, action.name, failed, echo=False)  # its watch event wakes the app
             self.metrics.record_savepoint(action.reason, False, time.monotonic() - started)
             return
         batches = [query.get("batchId") for query in record.get("queries", []) if query.get("batchId") is not None]
-        self._record_savepoint_outcome(
-            namespace,
-            action.name,
-            {
-                "phase": "Succeeded",
-                "path": record.get("path", action.path),
-                "batchId": max(batches) if batches else None,
-                "sizeBytes": record.get("sizeBytes"),
-                "time": format_time(self.clock()),
-                "message": None,
-            },
-        )
+        succeeded = {
+            "phase": "Succeeded",
+            "path": record.get("path", action.path),
+            "batchId": max(batches) if batches else None,
+            "sizeBytes": record.get("sizeBytes"),
+            "time": format_time(self.clock()),
+            "message": None,
+        }
+        self.recorder.savepoint(namespace, action.name, succeeded, echo=False)  # its watch event wakes the app
         self.metrics.record_savepoint(action.reason, True, time.monotonic() - started)
 
     def _ensure_driver(self, body: dict[str, Any], action: EnsureDriver) -> None:
         metadata = body["metadata"]
-        attempt = manifests.Attempt(
+        attempt = manifests.Attempt.of(
+            action,
             app=metadata["name"],
             namespace=metadata["namespace"],
             app_uid=metadata["uid"],
-            run=action.run,
-            attempt=action.attempt,
-            spec=action.spec,
-            spec_hash=spec_hash(action.spec),
-            checkpoint_dir=action.checkpoint_dir,
-            restore_from=action.restore_from,
-            allow_repartition=action.allow_repartition,
-            expected_commits=action.expected_commits,
             operator_namespace=self.operator_namespace,
-            standby=action.standby,
-            compare_checkpoint=action.compare_checkpoint,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

@@ -5,20 +5,17 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from headrace.api import names
-from headrace.api.models import Condition, PendingOperation, Phase, RunStatus, StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import Condition, Phase, RunStatus, StartAttempt, StreamingAppSpec, StreamingAppStatus
+from headrace.core import fence
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.conditions import get_condition
 from headrace.core.observation import DriverPod, Observation
-from headrace.core.plan import DeletePod, EnsureDriver, Plan
+from headrace.core.plan import NEW_ATTEMPT, DeletePod, EnsureDriver, Plan, Started
 from headrace.core.restarts import NEVER_RAN_REASONS
 from headrace.core.timefmt import format_time
 
 FENCE_POLL_SECONDS = 1.0
-PREVIOUS_RUN = "previousRun"  # pendingOperation.detail of a StartDriver that replaces a run's attempt
-PREVIOUS_SPEC = "previousSpec"
 PENDING_POLL_SECONDS = 5.0
 DRIVER_PENDING = "DriverPending"  # Ready's reason while the driver pod is not running yet
 
@@ -52,14 +49,14 @@ def start_attempt(
     started = planned_run(builder, spec, run=run, attempt=attempt, restore_from=restore_from)
     previous, previous_spec = builder.status.run, builder.status.lastReconciledSpec
     builder.status.run = started
-    builder.status.pendingOperation = PendingOperation(
-        kind="StartDriver", step="CreateDriver", startedAt=format_time(builder.now), run=run, attempt=attempt
+    replaces = previous is not None and previous_spec is not None  # to return to, should the API server refuse it
+    builder.status.pendingOperation = StartAttempt(
+        startedAt=format_time(builder.now),
+        run=run,
+        attempt=attempt,
+        previousRun=previous.model_copy() if previous is not None and replaces else None,
+        previousSpec=previous_spec if replaces else None,
     )
-    if previous is not None and previous_spec is not None:  # to return to, should the API server refuse this one
-        builder.status.pendingOperation.detail = {
-            PREVIOUS_RUN: previous.model_dump_json(exclude_none=True),
-            PREVIOUS_SPEC: previous_spec,
-        }
     if previous is None or previous.number != run:
         builder.status.progress = None  # a new checkpoint: nothing committed in it yet
     builder.status.lastReconciledSpec = spec_json(spec)
@@ -70,8 +67,23 @@ def start_attempt(
     builder.condition("Ready", "False", "DriverStarting", f"driver {started.driverPod} is starting")
     builder.condition("Progressing", "True", why, f"run {run}, attempt {attempt}")
     builder.requeue(0)
+    builder.start(_transition(builder, spec, why, restore_from))
     continue_start(builder, observation, started)
     return started
+
+
+def _transition(builder: Builder, spec: StreamingAppSpec, why: Phase, restore_from: str | None) -> Started:
+    """The lifecycle transition a new attempt or run starts, named after why it starts (its phase)."""
+    if why in ("Restarting", "RolledBack"):
+        return Started("recover", NEW_ATTEMPT, continues=frozenset({"recover"}))
+    recorded = builder.app.status
+    if why == "Upgrading":
+        running = parse_spec_json(recorded.lastReconciledSpec)
+        partitions = running.state.partitions if running is not None else None
+        repartitioned = restore_from is not None and partitions != spec.state.partitions
+        return Started("rescale" if repartitioned else "upgrade", NEW_ATTEMPT, frozenset({"upgrade", "rescale"}))
+    resumed = recorded.phase == "Suspended" and recorded.run is not None  # else the first run (or created suspended)
+    return Started("resume" if resumed else "deploy", NEW_ATTEMPT)
 
 
 def next_attempt(builder: Builder, spec: StreamingAppSpec, observation: Observation, *, why: Phase) -> RunStatus:
@@ -97,6 +109,7 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
         if spec is not None and missing and any(not pod.terminated and not pod.deleting for pod in others):
             builder.actions.append(ensure(spec, run, expected_commits(builder), check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
+        fence.force_stuck(builder, others, observation.lease)  # a lost node's pod: gone once its Lease proves it
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:
@@ -106,20 +119,22 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
     builder.status.pendingOperation = None
 
 
-def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | None) -> Plan:
-    """`plan` with the recorded status kept (no status write) when all it would write is that the pending start's
-    driver pod exists and waits with nothing to say yet (Pending, no waiting reason, not being deleted): Ready
-    `DriverPending` "driver pod X is Pending" says what the recorded Ready `DriverStarting` "driver X is starting"
-    says, and the StartDriver left pending is harmless (a restarted operator resuming it finds the pod and decides
-    the same). The next change worth writing (the pod waits for a reason, runs or fails) records both: one status
-    write fewer per attempt. A plan with actions or events is never changed (they would be repeated)."""
+def worth_recording(previous: StreamingAppStatus, plan: Plan, observation: Observation) -> StreamingAppStatus:
+    """The status to record for `plan` (the status recorder writes it unless it is `previous`, the recorded one):
+    `previous` when all the plan's status would add is that the pending start's driver pod exists and waits with
+    nothing to say yet (Pending, no waiting reason, not being deleted): Ready `DriverPending` "driver pod X is
+    Pending" says what the recorded Ready `DriverStarting` "driver X is starting" says, and the StartDriver left
+    pending is harmless (a restarted operator resuming it finds the pod and decides the same). The next change worth
+    writing (the pod waits for a reason, runs or fails) records both: one status write fewer per attempt. A plan
+    with actions or events always records its own (they would be repeated)."""
     pending = previous.pendingOperation
     run = previous.run
+    pod = observation.driver(run.number, run.attempt) if run is not None else None
     if (
         plan.actions
         or plan.events
         or pending is None
-        or pending.kind != "StartDriver"
+        or not isinstance(pending, StartAttempt)
         or run is None
         or plan.status.pendingOperation is not None
         or pod is None
@@ -128,14 +143,14 @@ def settled_quietly(previous: StreamingAppStatus, plan: Plan, pod: DriverPod | N
         or pod.waiting is not None
         or pod.deleting
     ):
-        return plan
+        return plan.status
     ready = get_condition(plan.status.conditions, "Ready")
     if ready is None or ready.reason != DRIVER_PENDING:
-        return plan
+        return plan.status
     kept = plan.status.model_copy(update={"pendingOperation": pending, "conditions": previous.conditions})
     if kept != previous or _without_ready(plan.status.conditions) != _without_ready(previous.conditions):
-        return plan
-    return replace(plan, status=previous)
+        return plan.status
+    return previous
 
 
 def after_ran(status: StreamingAppStatus, run: RunStatus) -> bool:

@@ -25,10 +25,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from headrace.api.models import StreamingAppSpec
+from headrace.api.models import AutoscalerReading, AutoscalerSample, AutoscalerStatus, StreamingAppSpec
 from headrace.core.durations import parse_duration
 from headrace.core.observation import BatchTotals, DriverProgress
 from headrace.core.quantities import spark_memory_mib
+from headrace.core.timefmt import format_time, parse_time
 from headrace.core.validation import app_cores, app_memory_mib
 
 HOUR = timedelta(hours=1)
@@ -409,3 +410,99 @@ def _act(
         )
         return situation.hold("RateLimited", message, decision.needed_executors), before
     return decision, replace(after, action_times=(*after.action_times, now), size_since=now)
+
+
+# ------------------------------------------------------------------------------------ passive mode --
+
+READ_EVERY = timedelta(seconds=25)  # at most one reading (and status change) per poll of the driver
+
+
+def _reading_record(value: Reading) -> AutoscalerReading:
+    return AutoscalerReading(
+        at=format_time(value.at),
+        batches=value.totals.batches,
+        inputRows=value.totals.input_rows,
+        busySeconds=value.totals.busy_seconds,
+        backlog=value.backlog,
+        executors=value.executors,
+        executorsSince=format_time(value.executors_since) if value.executors_since else None,
+    )
+
+
+def _reading_of(record: AutoscalerReading) -> Reading:
+    totals = BatchTotals(record.batches, record.inputRows, record.busySeconds)
+    since = parse_time(record.executorsSince) if record.executorsSince else None
+    return Reading(parse_time(record.at), totals, record.backlog, record.executors, since)
+
+
+def _sample_record(sample: Sample) -> AutoscalerSample:
+    return AutoscalerSample(
+        at=format_time(sample.at),
+        seconds=sample.seconds,
+        inputRows=sample.input_rows,
+        busySeconds=sample.busy_seconds,
+        backlog=sample.backlog,
+        executors=sample.executors,
+    )
+
+
+def _sample_of(record: AutoscalerSample) -> Sample:
+    return Sample(
+        parse_time(record.at), record.seconds, record.inputRows, record.busySeconds, record.backlog, record.executors
+    )
+
+
+def recommend(
+    spec: StreamingAppSpec,
+    previous: AutoscalerStatus | None,
+    progress: DriverProgress,
+    driver_started_at: datetime,
+    now: datetime,
+) -> AutoscalerStatus | None:
+    """Passive mode: what the autoscaler would do, from the window kept in the status (a new reading at most every
+    READ_EVERY, so that a decision settles when only the clock moves). None: keep `previous` as it is."""
+    current = reading(progress, now)
+    if current is None:
+        return None
+    last = _reading_of(previous.lastReading) if previous is not None and previous.lastReading else None
+    if last is not None and now - last.at < READ_EVERY:
+        return None
+    samples = [_sample_of(record) for record in previous.samples] if previous is not None else []
+    if last is not None and (sample := sample_between(last, current)) is not None:
+        samples.append(sample)
+    horizon = now - timedelta(seconds=parse_duration(spec.autoscaler.metricsWindow))
+    samples = [sample for sample in samples if sample.at > horizon]
+    memory = AutoscalerMemory(
+        executors=previous.measuredExecutors if previous is not None else None,
+        size_since=parse_time(previous.sizeSince) if previous is not None and previous.sizeSince else None,
+        scale_down_since=parse_time(previous.scaleDownSince) if previous and previous.scaleDownSince else None,
+        scale_down_to=previous.scaleDownTo if previous is not None else 0,
+    )
+    signals = Signals(
+        executors=current.executors,
+        requested_executors=progress.requested_executors
+        if progress.requested_executors is not None
+        else current.executors,
+        samples=samples,
+        driver_started_at=driver_started_at,
+        source_partitions=progress.source_partitions,
+        stateful=progress.stateful,
+        back_to_back=progress.back_to_back,
+    )
+    decision, memory = decide(spec, memory, signals, now)
+    return AutoscalerStatus(
+        action=decision.action,
+        executors=decision.executors,
+        reason=decision.reason,
+        message=decision.message,
+        utilization=round(decision.utilization, 3) if decision.utilization is not None else None,
+        neededExecutors=decision.needed_executors,
+        partitions=decision.partitions,
+        decidedAt=format_time(now),
+        lastReading=_reading_record(current),
+        samples=[_sample_record(sample) for sample in samples],
+        measuredExecutors=memory.executors,
+        sizeSince=format_time(memory.size_since) if memory.size_since else None,
+        scaleDownSince=format_time(memory.scale_down_since) if memory.scale_down_since else None,
+        scaleDownTo=memory.scale_down_to,
+    )

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from headrace.api.models import SavepointReason
+
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
 
@@ -32,6 +34,11 @@ class DriverPod:
     waiting: str | None = None  # why a pod that has not started waits (Unschedulable, ImagePullBackOff: ...)
     standby: bool = False  # created as a warm standby (it waits for promotion until promoted)
     spec_hash: str | None = None  # the spec it was created with (its label)
+    lease_guarded: bool = False  # its driver writes only while holding the app's driver Lease (HEADRACE_DRIVER_LEASE)
+    deletion_due: datetime | None = None  # deleting: when its grace period ends (its deletionTimestamp)
+    node: str | None = None  # the node it was scheduled to
+    node_draining: bool = False  # ... which is being emptied: cordoned or tainted for removal (`core.drain`)
+    writer: bool = False  # labelled as the writing driver (the one the PodDisruptionBudget protects)
 
     @property
     def terminated(self) -> bool:
@@ -93,7 +100,7 @@ class SavepointResource:
     """One StreamingSavepoint of the app."""
 
     name: str
-    reason: str
+    reason: SavepointReason
     phase: SavepointPhase | None = None
     path: str | None = None  # status.path (where it is)
     import_path: str | None = None  # spec.path (the user imports an existing savepoint)
@@ -120,6 +127,29 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class ExecutorPod:
+    """An executor pod of the app being deleted (listed only while the driver is short of executors)."""
+
+    name: str
+    node: str | None
+    deleting: bool
+    deletion_due: datetime | None = None
+    terminated: bool = False
+    node_lost: bool = False  # its node is not Ready (NotReady or Unknown): nothing will confirm its deletion
+
+
+@dataclass(frozen=True)
+class DriverLease:
+    """The app's driver Lease as the operator last read it, and since when (the operator's clock) it has read that
+    same record: an unchanged record is how the operator tells, on its own clock, that its holder stopped renewing."""
+
+    holder: str | None  # None: released, or never taken
+    lease_seconds: int
+    unchanged_since: datetime
+    exists: bool = True  # False: there is no Lease (unchanged_since: since the operator first found none)
+
+
+@dataclass(frozen=True)
 class Observation:
     """Everything the planner may look at besides spec and status."""
 
@@ -130,6 +160,8 @@ class Observation:
     unanswered: bool = False  # the current driver was asked for its status and did not answer (a missed heartbeat)
     savepoints_in_flight: frozenset[str] = frozenset()  # StreamingSavepoints this operator is asking a driver for
     prewarmed: DriverProgress | None = None  # a pre-warmed upgrade's new driver (pendingOperation Upgrade/Prewarm)
+    lease: DriverLease | None = None  # the driver Lease, read when a guarded driver is stuck deleting or unanswered
+    executors: tuple[ExecutorPod, ...] = ()  # executor pods being deleted, listed while the driver is short of them
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

@@ -28,25 +28,33 @@ from datetime import datetime
 from typing import assert_never
 
 from headrace.api import names
-from headrace.api.models import ChangeKind, PendingOperation, ProgressSummary, RunStatus, StreamingAppSpec
+from headrace.api.models import (
+    ChangeKind,
+    PendingOperation,
+    PrewarmUpgrade,
+    ProgressSummary,
+    Restart,
+    RunStatus,
+    SavepointUpgrade,
+    StartAttempt,
+    StreamingAppSpec,
+    Suspending,
+    TakingSavepoint,
+)
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.api.vocabulary import SavepointOperationKind
-from headrace.core import failures, prewarm, savepoints, standby
+from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
-    PREVIOUS_RUN,
-    PREVIOUS_SPEC,
     continue_start,
     fence_strays,
     next_attempt,
-    settled_quietly,
     start_attempt,
 )
 from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
-from headrace.core.plan import DeletePod, Plan, RescaleInPlace
+from headrace.core.plan import FAILURE, RESCALED, DeletePod, Plan, RescaleInPlace, Started
 from headrace.core.restarts import exhausted_why, healthy_reset, record_failure, recovery_summary
 from headrace.core.startup import FIRST_BATCH_EVENT, first_batch_message
 from headrace.core.timefmt import format_time, parse_time
@@ -76,6 +84,7 @@ SINK_AHEAD_FIX = (
     "(e.g. in spec.application.args), or delete that output directory, its _spark_metadata included, if its "
     "contents are no longer wanted; then change spec.restartNonce to retry"
 )
+AUTOSCALER_RECOMMENDS = "AutoscalerRecommends"  # passive mode: what the autoscaler would do
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
 STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
@@ -108,19 +117,12 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
         if builder.status.phase == "Suspended":
             _while_suspended(builder, spec, observation)
     else:
-        match pending.kind:
-            case "StartDriver":
-                continue_start(builder, observation, run)
-            case "Restart":
-                _continue_restart(builder, spec, observation, run)
-            case "Savepoint" | "Upgrade" | "Suspend" as kind:
-                _continue_operation(builder, spec, observation, pod, kind, prewarming=pending.step == "Prewarm")
-            case _:
-                assert_never(pending.kind)
+        _continue(builder, spec, observation, pod, pending)
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
-    return settled_quietly(app.status, builder.plan(), pod)
+        executors.confirm_lost(builder, observation)  # Spark replaces an executor lost with its node once it is gone
+    return builder.plan()
 
 
 # ------------------------------------------------------------------------------ spec handling --
@@ -163,10 +165,11 @@ def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Obse
         fence_strays(builder, observation, None)  # no driver runs while suspended, even if the operator died
 
 
-def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:
+def _continue_restart(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus, pending: Restart
+) -> None:
     """Wait out the backoff, then start the next attempt of the same run (same checkpoint)."""
-    pending = builder.status.pendingOperation
-    if pending is not None and pending.detail.get("reason") == DRIVER_REFUSED and builder.app.status.error:
+    if pending.reason == DRIVER_REFUSED and builder.app.status.error:
         builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # stays until an attempt is accepted
     retry_at = builder.status.restarts.nextRetryAt
     if retry_at is not None and builder.now < parse_time(retry_at):
@@ -174,27 +177,29 @@ def _continue_restart(builder: Builder, spec: StreamingAppSpec, observation: Obs
         return
     running_spec = parse_spec_json(builder.status.lastReconciledSpec) or spec
     chosen = spec if spec.upgradeMode == "last-state" and _upgradable(running_spec, spec) else running_spec
-    rollback = builder.status.pendingOperation.detail.get("rollback") if builder.status.pendingOperation else None
-    if rollback:
-        chosen = parse_spec_json(rollback) or chosen
-    next_attempt(builder, chosen, observation, why="RolledBack" if rollback else "Restarting")
+    if pending.rollback:
+        chosen = parse_spec_json(builder.status.lastStableSpec) or chosen
+    next_attempt(builder, chosen, observation, why="RolledBack" if pending.rollback else "Restarting")
 
 
-def _continue_operation(
-    builder: Builder,
-    spec: StreamingAppSpec,
-    observation: Observation,
-    pod: DriverPod | None,
-    kind: SavepointOperationKind,
-    *,
-    prewarming: bool,
+def _continue(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None, pending: PendingOperation
 ) -> None:
-    """One step of an operation on the running driver: a pre-warmed upgrade's warm-up, or one through a savepoint."""
-    if prewarming:
-        _keep_progress(builder, observation)
-        prewarm.proceed(builder, spec, observation, pod)
-    else:
-        savepoints.continue_operation(builder, spec, observation, pod, kind)
+    """One step of the operation the write-ahead log says the operator is in the middle of."""
+    run = builder.status.run
+    assert run is not None
+    match pending:
+        case StartAttempt():
+            continue_start(builder, observation, run)
+        case Restart():
+            _continue_restart(builder, spec, observation, run, pending)
+        case PrewarmUpgrade():
+            _keep_progress(builder, observation)
+            prewarm.proceed(builder, spec, observation, pod, pending)
+        case TakingSavepoint() | SavepointUpgrade() | Suspending():
+            savepoints.continue_operation(builder, spec, observation, pod, pending)
+        case _:
+            assert_never(pending)
 
 
 def _upgradable(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
@@ -248,8 +253,17 @@ def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observa
     run.unansweredSince = format_time(since)
     timeout = parse_duration(spec.restartPolicy.heartbeatTimeout)
     waited = (builder.now - since).total_seconds()
+    if fence.lease_expired(pod, observation.lease, builder.now):
+        message = (
+            f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s and its driver Lease "
+            "expired: it stopped writing (its node is lost or partitioned away, or it is dead)"
+        )
+        _failure(builder, spec, pod, fence.LEASE_EXPIRED, message, observation=observation)
+        return True
     if waited < timeout:
-        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited))
+        lease = observation.lease
+        recheck = fence.until_expired(lease, builder.now) if lease is not None and pod.lease_guarded else timeout
+        builder.requeue(min(HEARTBEAT_POLL_SECONDS, timeout - waited, max(recheck, 1.0)))
         return False
     message = (
         f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s "
@@ -284,15 +298,20 @@ def _refused(
         f"the API server refused {refused.what} of run {run.number} attempt {run.attempt}: {refused.message}; fix "
         "the spec (or the cluster's policy that refuses it)"
     )
-    detail = builder.status.pendingOperation.detail if builder.status.pendingOperation is not None else {}
-    previous = RunStatus.model_validate_json(detail[PREVIOUS_RUN]) if PREVIOUS_RUN in detail else None
+    pending = builder.status.pendingOperation
+    previous = pending.previousRun if isinstance(pending, StartAttempt) else None
     old = observation.driver(previous.number, previous.attempt) if previous is not None else None
     if previous is not None and old is not None and not old.terminated and not old.deleting:
         builder.status.restarts, _ = record_failure(
             builder.status.restarts, spec.restartPolicy, reason=DRIVER_REFUSED, message=message, now=builder.now
         )
+        builder.start(Started("recover", FAILURE))
         builder.status.run = previous
-        builder.status.lastReconciledSpec = detail.get(PREVIOUS_SPEC, builder.status.lastReconciledSpec)
+        builder.status.lastReconciledSpec = (
+            pending.previousSpec
+            if isinstance(pending, StartAttempt) and pending.previousSpec is not None
+            else builder.status.lastReconciledSpec
+        )
         builder.status.pendingOperation = None
         builder.status.failedSpecHash = run.specHash
         kept = f"{message}. Driver {old.name} keeps running the previous spec"
@@ -334,6 +353,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if observation.progress is not None:
         _follow_start_up(builder, run, pod, observation.progress, since)
         builder.status.progress = _summary(observation.progress, builder.status.progress)
+        _recommend(builder, spec, observation.progress, since)
         if builder.status.restarts.startupFailures and failures.committed_in_attempt(builder.status.progress, run):
             builder.status.restarts = builder.status.restarts.model_copy(update={"startupFailures": 0})
         if _stuck(builder, spec, observation.progress, since):
@@ -341,9 +361,9 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
             message = f"no batch committed for {timeout} while input waits"
             _failure(builder, spec, pod, "NoProgress", message, observation=observation)
             return
-    _apply_spec_change(builder, spec, observation, pod)
-    if not builder.actions and builder.status.pendingOperation is None:
-        _converge_executors(builder, spec, observation.progress, pod)
+    if not drain.tend(builder, spec, observation, pod):  # else its node is being drained: it moves off
+        _apply_spec_change(builder, spec, observation, pod)
+        _converge_when_idle(builder, spec, observation.progress, pod)
 
 
 def _degraded_while_running(builder: Builder, spec: StreamingAppSpec) -> None:
@@ -395,10 +415,36 @@ def _follow_start_up(
         builder.event(FIRST_BATCH_EVENT, message)
 
 
+def _recommend(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, since: datetime) -> None:
+    """Passive autoscaler: status.autoscaler says what it would do, and an Event when that becomes another action.
+    (Active mode does not act yet: it records nothing.)"""
+    if spec.autoscaler.mode != "passive":
+        builder.status.autoscaler = None
+        return
+    previous = builder.status.autoscaler
+    new = autoscaler.recommend(spec, previous, progress, since, builder.now)
+    if new is None:
+        return
+    builder.status.autoscaler = new
+    wanted = (new.action, new.executors, new.partitions)
+    if new.action != "hold" and (
+        previous is None or (previous.action, previous.executors, previous.partitions) != wanted
+    ):
+        target = f"{new.partitions} state partitions and " if new.partitions else ""
+        builder.event(AUTOSCALER_RECOMMENDS, f"would {new.action} to {target}{new.executors} executors: {new.message}")
+
+
 def _keep_progress(builder: Builder, observation: Observation) -> None:
     """While an upgrade's new driver warms, the old one keeps processing: its progress stays in status."""
     if observation.progress is not None:
         builder.status.progress = _summary(observation.progress, builder.status.progress)
+
+
+def _converge_when_idle(
+    builder: Builder, spec: StreamingAppSpec, progress: DriverProgress | None, pod: DriverPod
+) -> None:
+    if not builder.actions and builder.status.pendingOperation is None:
+        _converge_executors(builder, spec, progress, pod)
 
 
 def _converge_executors(
@@ -482,16 +528,17 @@ def _failure(
     (`observation` given), the next attempt starts at once: the standby, promoted once the failed driver is gone."""
     policy = spec.restartPolicy
     restarts, verdict = record_failure(builder.status.restarts, policy, reason=reason, message=message, now=builder.now)
+    builder.start(Started("recover", FAILURE))
     committed = failures.committed_in_attempt(builder.status.progress, builder.status.run)
     restarts = failures.count_startup_failure(restarts, committed=committed)
     builder.status.restarts = restarts
     startup = failures.startup_failing(restarts, policy.startupFailureThreshold)
-    rollback = _rollback_target(builder, spec)
+    rollback = _rolls_back(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
-    grace = UNRESPONSIVE_GRACE_SECONDS if reason == DRIVER_UNRESPONSIVE else None
+    grace = {DRIVER_UNRESPONSIVE: UNRESPONSIVE_GRACE_SECONDS, fence.LEASE_EXPIRED: 0}.get(reason)
     live = pod if pod is not None and not pod.terminated and not pod.deleting else None
-    if warm is not None and running is not None and verdict != "give-up" and rollback is None:
+    if warm is not None and running is not None and verdict != "give-up" and not rollback:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")
         builder.condition("Degraded", "True", *((failures.STARTUP_FAILING, startup) if startup else (reason, message)))
         if live is not None and grace is not None:  # the new attempt's fence would delete it with the full grace
@@ -500,15 +547,13 @@ def _failure(
         return
     if live is not None:
         builder.actions.append(DeletePod(name=live.name, reason=reason, grace_seconds=grace))
-    if verdict == "give-up" and rollback is None:
+    if verdict == "give-up" and not rollback:
         never = policy.type == "Never"
         why = "restartPolicy.type is Never" if never else f"{exhausted_why(policy)}, whenExhausted Fail"
         _terminal_failure(builder, reason, f"{message}; not restarting: {why}")
         return
     delay = (parse_time(restarts.nextRetryAt or format_time(builder.now)) - builder.now).total_seconds()
-    detail = {"reason": reason}
-    if rollback is not None:
-        detail["rollback"] = rollback
+    if rollback:
         builder.status.failedSpecHash = builder.status.run.specHash if builder.status.run else None
         builder.status.restarts.nextRetryAt = builder.status.restarts.nextRetryAt or format_time(builder.now)
         builder.event(
@@ -516,14 +561,12 @@ def _failure(
             "the upgraded spec failed before it became stable: back to the last stable spec",
             warning=True,
         )
-    builder.status.pendingOperation = PendingOperation(
-        kind="Restart", step="Backoff", startedAt=format_time(builder.now), detail=detail
-    )
+    builder.status.pendingOperation = Restart(startedAt=format_time(builder.now), reason=reason, rollback=rollback)
     next_try = f"next attempt at {builder.status.restarts.nextRetryAt} (in {delay:g}s)"
     builder.phase("Restarting", f"restarting after {reason}", warning=True)
     builder.condition("Ready", "False", reason, message)
     builder.condition("Progressing", "True", "Restarting", next_try)
-    if verdict == "exhausted" and rollback is None:
+    if verdict == "exhausted" and not rollback:
         slowed = (
             f"{exhausted_why(policy)}: restarting every {policy.backoff.maxSeconds:g}s (backoff.maxSeconds) until a "
             f"driver runs for {policy.healthyAfter}; {next_try}; last failure: {reason}: {message}"
@@ -538,7 +581,7 @@ def _failure(
     if startup and verdict != "exhausted":  # slowed restarts say so first (both are Degraded to Argo CD)
         builder.condition("Degraded", "True", failures.STARTUP_FAILING, startup)
     builder.requeue(delay)
-    if delay <= 0 and verdict == "restart" and rollback is None and observation is not None and run is not None:
+    if delay <= 0 and verdict == "restart" and not rollback and observation is not None and run is not None:
         _restart_now(builder, spec, observation, run)
 
 
@@ -549,17 +592,20 @@ def _restart_now(builder: Builder, spec: StreamingAppSpec, observation: Observat
     resumes that StartDriver the same way."""
     if any(not pod.terminated and not pod.deleting for pod in observation.drivers):
         return
-    _continue_restart(builder, spec, observation, run)
+    pending = builder.status.pendingOperation
+    assert isinstance(pending, Restart)
+    _continue_restart(builder, spec, observation, run, pending)
 
 
-def _rollback_target(builder: Builder, spec: StreamingAppSpec) -> str | None:
-    """The last stable spec (JSON) to return to, when rollback is on and the running spec never became stable."""
+def _rolls_back(builder: Builder, spec: StreamingAppSpec) -> bool:
+    """Whether the next attempt returns to the last stable spec: rollback is on and the running spec never became
+    stable."""
     status = builder.status
-    if not spec.rollback.enabled or status.lastStableSpec is None:
-        return None
-    if status.lastStableSpec == status.lastReconciledSpec:
-        return None
-    return status.lastStableSpec
+    return (
+        spec.rollback.enabled
+        and status.lastStableSpec is not None
+        and status.lastStableSpec != status.lastReconciledSpec
+    )
 
 
 def _terminal_failure(builder: Builder, reason: str, message: str) -> None:
@@ -641,6 +687,8 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         builder.event(
             "RescalingInPlace", f"executors {running_spec.executor.instances} -> {spec.executor.instances}, no restart"
         )
+        if builder.app.status.executors != spec.executor.instances:
+            builder.start(Started("rescale", RESCALED, executors=spec.executor.instances))
         builder.status.executors = spec.executor.instances
     builder.status.lastReconciledSpec = spec_json(spec)
     if wanted is not None and spec.state.savepointDir:

@@ -24,16 +24,15 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
-from headrace.api.models import PendingOperation, RunStatus, StreamingAppSpec
+from headrace.api.models import PrewarmUpgrade, RunStatus, StreamingAppSpec
 from headrace.core import savepoints, standby
 from headrace.core.attempts import delete_pods, ensure, expected_commits, next_attempt, planned_run
 from headrace.core.builder import Builder
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, Observation
+from headrace.core.plan import OPERATION, Started
 from headrace.core.timefmt import format_time, parse_time
 
-PREWARM = "prewarm"  # pendingOperation.detail: the pre-warmed driver's pod
-TARGET = "target"  # ... the spec hash being upgraded to
 PREWARM_POLL_SECONDS = 2.0  # how often a warming driver is asked whether it reached its gate
 FENCE_POLL_SECONDS = 1.0
 
@@ -47,43 +46,57 @@ def wanted(spec: StreamingAppSpec) -> bool:
     return standby.wanted(spec) if chosen is None else chosen
 
 
-def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus) -> RunStatus:
+def target(builder: Builder, spec: StreamingAppSpec, run: RunStatus, *, move: bool = False) -> RunStatus:
     """The attempt the upgrade to `spec` starts: run n+1 for a savepoint (restore source not known yet), else
-    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it)."""
-    if spec.upgradeMode == "savepoint":
+    the next attempt of the run on its checkpoint (as `attempts.next_attempt` will record it); a move (the same
+    spec off a drained node, `headrace.core.drain`), always the latter: it keeps the run whatever the upgrade mode."""
+    if spec.upgradeMode == "savepoint" and not move:
         return planned_run(builder, spec, run=run.number + 1, attempt=1, restore_from=None)
     return planned_run(builder, spec, run=run.number, attempt=run.attempt + 1, restore_from=run.restoredFrom)
 
 
-def begin(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> None:
-    """Start pre-warming the upgrade to `spec` beside the running driver `pod`."""
+def begin(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod, *, move: str | None = None
+) -> None:
+    """Start pre-warming the upgrade to `spec` beside the running driver `pod` (with `move`, why: the same spec,
+    moved off its node)."""
     run = builder.status.run
     assert run is not None
-    goal = target(builder, spec, run)
-    builder.status.pendingOperation = PendingOperation(
-        kind="Upgrade",
-        step="Prewarm",
-        startedAt=format_time(builder.now),
-        detail={TARGET: goal.specHash, PREWARM: goal.driverPod},
+    goal = target(builder, spec, run, move=move is not None)
+    recorded = builder.app.status.pendingOperation
+    if recorded is None or recorded.kind != "Upgrade":
+        builder.start(Started("upgrade", OPERATION))
+    pending = PrewarmUpgrade(
+        startedAt=format_time(builder.now), targetSpecHash=goal.specHash, prewarmDriver=goal.driverPod, move=move
     )
-    builder.event(
-        "UpgradePrewarming",
-        f"upgradeMode {spec.upgradeMode}: starting driver {goal.driverPod} with the new spec as a warm standby; "
-        f"driver {pod.name} keeps processing until it waits at its first query start",
-    )
+    builder.status.pendingOperation = pending
+    if move is not None:
+        builder.event(
+            "DriverMoving",
+            f"{move}: starting driver {goal.driverPod} on another node as a warm standby; driver {pod.name} keeps "
+            "processing until it waits at its first query start",
+        )
+    else:
+        builder.event(
+            "UpgradePrewarming",
+            f"upgradeMode {spec.upgradeMode}: starting driver {goal.driverPod} with the new spec as a warm standby; "
+            f"driver {pod.name} keeps processing until it waits at its first query start",
+        )
     builder.phase("Upgrading", f"pre-warming driver {goal.driverPod}")
     builder.condition("Progressing", "True", "Prewarming", f"driver {goal.driverPod} warms up")
-    proceed(builder, spec, observation, pod)
+    proceed(builder, spec, observation, pod, pending)
 
 
-def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None) -> None:
-    """One step of a pending pre-warm (`pod`: the running, old driver)."""
-    pending, run = builder.status.pendingOperation, builder.status.run
-    assert pending is not None
+def proceed(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod | None, pending: PrewarmUpgrade
+) -> None:
+    """One step of the pending pre-warm (`pod`: the running, old driver)."""
+    run = builder.status.run
     assert run is not None
-    goal = target(builder, spec, run)
+    moving = pending.move is not None
+    goal = target(builder, spec, run, move=moving)
     new = observation.driver(goal.number, goal.attempt)
-    if pending.detail.get(TARGET) != goal.specHash:
+    if pending.targetSpecHash != goal.specHash:
         _drop(builder, new, "the spec changed again: starting over with the newest spec")
         return
     if pod is None or pod.phase != "Running" or pod.deleting:
@@ -92,10 +105,10 @@ def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, 
     if new is None or new.spec_hash != goal.specHash:  # not there yet, or the old spec's standby in its place
         _create(builder, spec, observation, goal, new)
         return
-    if not _at_gate(builder, spec, observation, new, pod):
+    if not _at_gate(builder, spec, observation, new, pod, pending=pending):
         return
     builder.event("UpgradePrewarmed", f"driver {new.name} waits at its first query start: stopping driver {pod.name}")
-    if spec.upgradeMode == "savepoint":
+    if spec.upgradeMode == "savepoint" and not moving:
         savepoints.begin_upgrade(builder, spec, pod)
     else:
         builder.event("LastStateUpgrade", f"driver {new.name} takes over the checkpoint of run {run.number}")
@@ -103,17 +116,21 @@ def proceed(builder: Builder, spec: StreamingAppSpec, observation: Observation, 
 
 
 def _at_gate(
-    builder: Builder, spec: StreamingAppSpec, observation: Observation, new: DriverPod, old: DriverPod
+    builder: Builder,
+    spec: StreamingAppSpec,
+    observation: Observation,
+    new: DriverPod,
+    old: DriverPod,
+    *,
+    pending: PrewarmUpgrade,
 ) -> bool:
     """Whether the new driver waits at its gate; if not, wait for it, or refuse the upgrade when it failed."""
-    pending = builder.status.pendingOperation
-    assert pending is not None
     if new.deleting and new.created_at is not None and new.created_at < parse_time(pending.startedAt):
         builder.requeue(FENCE_POLL_SECONDS)  # left by an earlier, dropped pre-warm of the same spec: wait it out
         return False
     if new.deleting or new.terminated:
         why = new.message or new.reason or ("deleted" if new.deleting else f"exit code {new.exit_code}")
-        _refuse(builder, new, old, f"it ended before its first query start: {why}")
+        _refuse(builder, new, old, pending, f"it ended before its first query start: {why}")
         return False
     if observation.prewarmed is not None and observation.prewarmed.at_gate:
         return True
@@ -127,6 +144,7 @@ def _at_gate(
         builder,
         new,
         old,
+        pending,
         f"it did not reach its first query start within restartPolicy.startTimeout "
         f"({spec.restartPolicy.startTimeout}){waiting}; check spec.image, the script and the cluster's "
         "capacity, or raise restartPolicy.startTimeout",
@@ -156,12 +174,14 @@ def _create(
     builder.requeue(PREWARM_POLL_SECONDS)
 
 
-def _refuse(builder: Builder, new: DriverPod, old: DriverPod, why: str) -> None:
-    """The new driver failed before its gate: the upgrade is refused; the old driver was never touched."""
-    pending = builder.status.pendingOperation
-    assert pending is not None
+def _refuse(builder: Builder, new: DriverPod, old: DriverPod, pending: PrewarmUpgrade, why: str) -> None:
+    """The new driver failed before its gate: the upgrade is refused; the old driver was never touched (a move
+    blames no spec: it is tried again while the node still drains)."""
+    if pending.move is not None:
+        _drop(builder, new, f"the new driver {new.name} failed: {why}; driver {old.name} keeps running")
+        return
     builder.status.pendingOperation = None
-    builder.status.failedSpecHash = pending.detail.get(TARGET)
+    builder.status.failedSpecHash = pending.targetSpecHash
     delete_pods(builder, (new,), "pre-warmed upgrade driver failed")
     message = (
         f"the upgrade's new driver {new.name} failed: {why}. Driver {old.name} was not stopped and keeps running the "

@@ -23,17 +23,30 @@ from datetime import datetime, timedelta
 from typing import assert_never
 
 from headrace.api import names
-from headrace.api.models import PendingOperation, Phase, SavepointRef, StreamingAppSpec
+from headrace.api.models import (
+    Phase,
+    SavepointOperation,
+    SavepointReason,
+    SavepointRef,
+    SavepointUpgrade,
+    StreamingAppSpec,
+    Suspending,
+    TakingSavepoint,
+)
 from headrace.api.vocabulary import SavepointOperationKind
 from headrace.core.attempts import next_attempt, start_attempt
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
+from headrace.core.changes import savepoint_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import (
+    OPERATION,
+    SUSPENDED,
     CreateSavepointResource,
     DeletePod,
     DeleteSavepointResource,
     SetSavepointStatus,
+    Started,
     TakeSavepoint,
 )
 from headrace.core.timefmt import format_time, parse_time
@@ -46,6 +59,11 @@ _PHASES: dict[SavepointOperationKind, Phase] = {
     "Suspend": "Savepointing",
 }
 IN_FLIGHT_POLL_SECONDS = 30.0  # a savepoint call under way: its outcome (a StreamingSavepoint event) wakes the app
+_OPERATIONS: dict[SavepointOperationKind, type[SavepointOperation]] = {
+    "Savepoint": TakingSavepoint,
+    "Upgrade": SavepointUpgrade,
+    "Suspend": Suspending,
+}
 SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is still taking is looked at
 SILENT_DRIVER_GRACE_SECONDS = 30.0  # a driver that exits after stopping is silent before its pod terminates
 
@@ -56,18 +74,19 @@ def begin(
     pod: DriverPod,
     *,
     kind: SavepointOperationKind,
-    reason: str,
+    reason: SavepointReason,
     name: str | None = None,
     tries: int = 1,
 ) -> None:
     """Start an operation that takes a savepoint of the running driver (stopping it for Upgrade/Suspend)."""
     app = builder.app
     name = name or names.savepoint_name(app.name, reason, builder.now)
-    builder.status.pendingOperation = PendingOperation(
-        kind=kind,
-        step="TakeSavepoint",
-        startedAt=format_time(builder.now),
-        detail={"savepoint": name, "reason": reason, "target": spec_hash(spec), "try": str(tries)},
+    entry = _OPERATIONS[kind]
+    recorded = builder.app.status.pendingOperation
+    if kind != "Savepoint" and (recorded is None or recorded.kind != kind):  # not a retry of the same operation
+        builder.start(Started("upgrade" if kind == "Upgrade" else "suspend", OPERATION))
+    builder.status.pendingOperation = entry(
+        startedAt=format_time(builder.now), savepoint=name, reason=reason, targetSpecHash=spec_hash(spec), tries=tries
     )
     _request(builder, spec, pod, name, reason, stop=kind != "Savepoint", create=True)
     builder.phase(_PHASES[kind], f"taking savepoint {name} ({reason})")
@@ -109,17 +128,14 @@ def continue_operation(
     spec: StreamingAppSpec,
     observation: Observation,
     pod: DriverPod | None,
-    kind: SavepointOperationKind,
+    pending: SavepointOperation,
 ) -> None:
-    """One step of the pending Savepoint, Upgrade or Suspend (`kind`: the pending operation's)."""
-    pending = builder.status.pendingOperation
-    assert pending is not None
-    name = pending.detail.get("savepoint", "")
-    reason = pending.detail.get("reason", "manual")
+    """One step of the pending Savepoint, Upgrade or Suspend."""
+    kind, name, reason = pending.kind, pending.savepoint, pending.reason
     resource = observation.savepoint(name)
     if resource is None or resource.phase in (None, "Pending"):
         if pod is None or pod.phase != "Running":
-            _finish_failed(builder, spec, pod, name, "the driver is not running", kind=kind)
+            _finish_failed(builder, spec, pod, pending, "the driver is not running")
             return
         _request(builder, spec, pod, name, reason, stop=kind != "Savepoint", create=resource is None)
         return
@@ -127,25 +143,28 @@ def continue_operation(
         builder.requeue(IN_FLIGHT_POLL_SECONDS)  # the call's outcome is written to the StreamingSavepoint
         return
     if resource.phase == "InProgress":
-        _settle_interrupted(builder, pod, observation.progress, name)
+        _settle_interrupted(builder, pod, observation.progress, pending)
         return
     if resource.phase == "Succeeded":
         _finish_succeeded(builder, spec, observation, pod, resource, kind=kind)
     else:
-        _finish_failed(builder, spec, pod, name, "see the StreamingSavepoint's status", kind=kind)
+        _finish_failed(builder, spec, pod, pending, "see the StreamingSavepoint's status")
 
 
-def _settle_interrupted(builder: Builder, pod: DriverPod | None, progress: DriverProgress | None, name: str) -> None:
+def _settle_interrupted(
+    builder: Builder, pod: DriverPod | None, progress: DriverProgress | None, pending: SavepointOperation
+) -> None:
     """The StreamingSavepoint is InProgress but no call to the driver is (the operator died during it):
     the driver tells what happened. It took the savepoint if it stopped with it (termination message)
     or reports it as its last one; while it is still taking a savepoint or stopping (or is silent
     but its pod runs, for a while), wait; otherwise it was never asked, or failed: Failed as interrupted."""
+    name = pending.savepoint
     stopped_with = pod.savepoint_path if pod is not None and pod.terminated else None
     reported = progress.last_savepoint if progress is not None else None
     taken = next((path for path in (stopped_with, reported) if path and _is_savepoint(builder, path, name)), None)
     if taken is not None:
         builder.actions.append(SetSavepointStatus(name=name, phase="Succeeded", path=taken))
-    elif _may_still_tell(builder, pod, progress):
+    elif _may_still_tell(builder, pod, progress, pending):
         builder.requeue(SETTLE_POLL_SECONDS)
         return
     else:
@@ -153,17 +172,18 @@ def _settle_interrupted(builder: Builder, pod: DriverPod | None, progress: Drive
     builder.requeue(0)
 
 
-def _may_still_tell(builder: Builder, pod: DriverPod | None, progress: DriverProgress | None) -> bool:
+def _may_still_tell(
+    builder: Builder, pod: DriverPod | None, progress: DriverProgress | None, pending: SavepointOperation
+) -> bool:
     """A running driver that is taking a savepoint or stopping, or that does not answer: it may have
     exited after stopping before its pod says so. Silence is waited out for a grace period only."""
     if pod is None or pod.phase != "Running":
         return False
     if progress is not None:
         return progress.savepointing
-    pending = builder.status.pendingOperation
-    assert pending is not None
-    since = pending.detail.setdefault("silentSince", format_time(builder.now))
-    return (builder.now - parse_time(since)).total_seconds() < SILENT_DRIVER_GRACE_SECONDS
+    if pending.silentSince is None:
+        pending.silentSince = format_time(builder.now)
+    return (builder.now - parse_time(pending.silentSince)).total_seconds() < SILENT_DRIVER_GRACE_SECONDS
 
 
 def _is_savepoint(builder: Builder, path: str, name: str) -> bool:
@@ -205,25 +225,21 @@ def _finish_failed(
     builder: Builder,
     spec: StreamingAppSpec,
     pod: DriverPod | None,
-    name: str,
+    pending: SavepointOperation,
     why: str,
-    *,
-    kind: SavepointOperationKind,
 ) -> None:
-    pending = builder.status.pendingOperation
-    assert pending is not None
+    kind, name, tries = pending.kind, pending.savepoint, pending.tries
     builder.status.pendingOperation = None
     builder.event("SavepointFailed", f"savepoint {name} failed: {why}", warning=True)
-    tries = int(pending.detail.get("try", "1"))
     stops = kind != "Savepoint"  # an Upgrade or a Suspend: it needs its savepoint
     if stops and tries < MAX_TRIES and pod is not None and pod.phase == "Running":
-        reason = pending.detail.get("reason", "upgrade")
+        reason = pending.reason
         builder.event("SavepointRetry", f"asking for another savepoint (try {tries + 1} of {MAX_TRIES})")
         begin(builder, spec, pod, kind=kind, reason=reason, name=f"{name}-{tries + 1}", tries=tries + 1)
         return
     builder.condition("Progressing", "False", "SavepointFailed", why)
     if stops:
-        builder.status.failedSpecHash = pending.detail.get("target")
+        builder.status.failedSpecHash = pending.targetSpecHash
         action = "upgrade" if kind == "Upgrade" else "suspend"
         builder.report_error(
             f"{kind}Failed",
@@ -241,6 +257,8 @@ def _suspended(builder: Builder, pod: DriverPod | None, savepoint: str | None) -
         builder.actions.append(DeletePod(name=pod.name, reason="suspended"))
     builder.status.suspendedSavepoint = savepoint
     builder.status.pendingOperation = None
+    if builder.app.status.phase not in (None, "Suspended"):
+        builder.start(Started("suspend", SUSPENDED, continues=frozenset({"suspend"})))
     where = f"savepoint {savepoint}" if savepoint else "the latest checkpoint of the current run"
     builder.phase("Suspended", f"suspended; resuming restores {where}")
     builder.condition("Ready", "False", "Suspended", f"resuming restores {where}")
@@ -271,13 +289,15 @@ def resume(builder: Builder, spec: StreamingAppSpec, observation: Observation) -
 # ------------------------------------------------------------------------------ housekeeping --
 
 
-def requested(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> tuple[str, str | None] | None:
+def requested(
+    builder: Builder, spec: StreamingAppSpec, observation: Observation
+) -> tuple[SavepointReason, str | None] | None:
     """A savepoint someone asked for now: (reason, name of a user-made StreamingSavepoint or None)."""
     for resource in observation.savepoints:
         if resource.phase is None and resource.import_path is None and not resource.operator_made:
             return resource.reason, resource.name
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
-    if running_spec is not None and running_spec.savepoints.triggerNonce != spec.savepoints.triggerNonce:
+    if running_spec is not None and savepoint_requested(running_spec, spec):
         return "manual", None
     if spec.savepoints.periodic and spec.state.savepointDir:
         last = builder.status.latestSavepoint

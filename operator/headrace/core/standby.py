@@ -7,7 +7,7 @@ driver is lost, the next attempt is started as on any restart, without the backo
 already there; then the current driver is promoted, only while no other driver of the app but a later standby
 exists. A new standby is created once the current driver committed a batch. Anything else about a standby
 (another spec, failed, disabled, a new run, suspended) removes it; a spec change starts it afresh.
-Every driver of an app with a standby also holds the app's driver Lease while it writes (`guarded`).
+Every driver holds the app's driver Lease while it writes (`headrace.core.fence`), a standby once promoted.
 Never: I/O or the clock.
 """
 
@@ -23,12 +23,6 @@ from headrace.core.plan import DeletePod, PromoteDriver
 def wanted(spec: StreamingAppSpec) -> bool:
     """Whether the app runs a warm standby (enabled, and a continuous job: a bounded one has nothing to take over)."""
     return spec.standby.enabled and spec.mode == "continuous"
-
-
-def guarded(spec: StreamingAppSpec) -> bool:
-    """Whether the app's drivers hold its driver Lease to write (names.driver_lease, HEADRACE_DRIVER_LEASE): with a
-    warm standby, the one case where the operator keeps a second driver of the run alive beside the writing one."""
-    return wanted(spec)
 
 
 def _running_spec(builder: Builder) -> StreamingAppSpec | None:

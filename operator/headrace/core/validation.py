@@ -20,7 +20,7 @@ from headrace.api.runtime_contract import USER_SETTABLE_ENV
 from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR, pod_memory_mib, spark_memory_mib
 
 # Spark settings the operator sets itself (render/manifests.py and the runtime in the driver):
-# key -> where the user sets it instead. tests/unit/test_validation.py checks that every key the
+# key -> where the user sets it instead. tests/unit/core/test_validation.py checks that every key the
 # operator renders or the runtime adds is owned here (or is a default the user may override).
 OWNED_SPARK_CONF: dict[str, str] = {
     "spark.master": "the operator (the driver runs in client mode against this cluster)",

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 import yaml
 
 from headrace.api import names, spark_defaults
 from headrace.api import runtime_contract as contract
 from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
+from headrace.core.builder import spec_hash
+from headrace.core.plan import EnsureDriver
 from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR
-from headrace.core.standby import guarded
 from headrace.core.validation import spark_conf_problem, spark_key_problem
 from headrace.render import control_tls, identity, scheduling, security
 from headrace.render.merge import merge
@@ -47,6 +48,27 @@ class Attempt:
     operator_namespace: str | None = None  # where the operator's pods run (the NetworkPolicy admits them there)
     standby: bool = False  # a warm standby driver: it waits at its first query start until promoted
     compare_checkpoint: str | None = None  # a pre-warmed upgrade's: the running driver's checkpoint (gate check)
+
+    @classmethod
+    def of(
+        cls, action: EnsureDriver, *, app: str, namespace: str, app_uid: str, operator_namespace: str | None
+    ) -> Attempt:
+        """The attempt `action` creates in the app `namespace`/`app`: every field of the action but how the
+        controller goes about it (`HOW_ONLY`) is taken by name, so a field added to EnsureDriver and not here fails
+        at once (TypeError) instead of being dropped."""
+        what = {field.name: getattr(action, field.name) for field in fields(action) if field.name not in HOW_ONLY}
+        return cls(
+            app=app,
+            namespace=namespace,
+            app_uid=app_uid,
+            spec_hash=spec_hash(action.spec),
+            operator_namespace=operator_namespace,
+            **what,
+        )
+
+
+HOW_ONLY: Final = frozenset({"check_only", "keep", "after_ran"})
+"""Fields of EnsureDriver that say how the controller creates an attempt, not what it renders."""
 
 
 def owner_reference(app: str, uid: str) -> dict[str, Any]:
@@ -258,8 +280,7 @@ def _driver_env(attempt: Attempt) -> list[dict[str, Any]]:
         plain[contract.ENV_WARMUP] = "false"
     if attempt.standby and attempt.compare_checkpoint:
         plain[contract.ENV_PREWARM_CHECKPOINT] = attempt.compare_checkpoint
-    if guarded(spec):
-        plain[contract.ENV_DRIVER_LEASE] = names.driver_lease(attempt.app)
+    plain[contract.ENV_DRIVER_LEASE] = names.driver_lease(attempt.app)  # every driver writes only while holding it
     if attempt.expected_commits:
         plain[contract.ENV_EXPECTED_COMMITS] = json.dumps(dict(attempt.expected_commits), sort_keys=True)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in plain.items()]
@@ -405,8 +426,7 @@ def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata},
             security.executor_service_account(app, metadata),
         ]
-    if guarded(attempt.spec):
-        objects += _driver_lease_rbac(attempt)
+    objects += _driver_lease_rbac(attempt)
     del app_uid
     return objects
 
@@ -445,6 +465,26 @@ def driver_lease(attempt: Attempt) -> dict[str, Any]:
     }
 
 
+def driver_disruption_budget(attempt: Attempt) -> dict[str, Any]:
+    """The app's PodDisruptionBudget over its writing driver (label headrace.dev/writer, which the operator puts on
+    the driver once it runs the queries): no eviction of it (`kubectl drain`, a cluster autoscaler's or Karpenter's
+    consolidation), so a drain waits for the operator's handover (the driver moves through a pre-warmed driver on
+    another node, `headrace.core.drain`), after which the pod is gone. A standby or a pre-warmed driver (never
+    labelled before its promotion) may be evicted, and so may a writer that is not ready (AlwaysAllow). minAvailable
+    as a number (not maxUnavailable, nor a percentage): the budget then counts the pods it selects, and never asks
+    the pods' owner, the StreamingApp, for a scale (its scale subresource counts executors)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(names.driver_disruption_budget(attempt.app), attempt, names.app_labels(attempt.app)),
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": {names.APP: attempt.app, names.ROLE: names.ROLE_DRIVER, names.WRITER: "true"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def control_secret(attempt: Attempt, token: str, certificate: control_tls.ControlCertificate) -> dict[str, Any]:
     """The Secret with the driver control endpoint's bearer token and TLS certificate (with its key)."""
     return {
@@ -478,14 +518,14 @@ def missing_control_secret_values(
 
 def app_objects(attempt: Attempt) -> list[dict[str, Any]]:
     """The objects every attempt of the app shares (named after the app, not the attempt): ServiceAccounts,
-    Roles and RoleBindings, the driver Lease of a guarded app, the NetworkPolicy. Not the control Secret, made
-    apart because its token is made at the edge."""
+    Roles and RoleBindings, the driver Lease, the NetworkPolicy, the drivers' PodDisruptionBudget. Not the control
+    Secret, made apart because its token is made at the edge."""
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
-    lease = [driver_lease(attempt)] if guarded(attempt.spec) else []
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
-        *lease,
+        driver_lease(attempt),
         security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
+        driver_disruption_budget(attempt),
     ]
 
 

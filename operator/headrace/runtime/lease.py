@@ -4,9 +4,10 @@ Owns: reading and writing the app's driver Lease (coordination.k8s.io/v1) with t
 plain HTTPS (the driver image has no Kubernetes client); a background loop that watches the Lease until the driver
 may take it (so an unrenewed Lease's expiry counts from this driver's first sight of it, on its own clock), then,
 once allowed (an active driver from the start, a standby once promoted), takes it only when it is released or
-expired, and renews it; calling `on_lost` at once when the Lease names another holder or could not be renewed
-within the renew deadline (shorter than the Lease's duration, so the holder has stopped before anyone may take the
-Lease over); releasing it when the driver exits, so the next driver need not wait for it to expire.
+expired, and renews it (over the version it wrote last, without reading it first: one request per renewal);
+calling `on_lost` at once when the Lease names another holder or could not be renewed within the renew deadline
+(shorter than the Lease's duration, so the holder has stopped before anyone may take the Lease over); releasing
+it when the driver exits, so the next driver need not wait for it to expire.
 The decisions (take, renew, wait, lost, release) are `headrace.core.election`'s, the operator's leader election's.
 Never: stops the JVM or exits the process itself (the launcher's `on_lost` does), creates the Lease (the operator
 does; the driver's Role grants get and update of this one Lease only).
@@ -97,12 +98,14 @@ class LeaseApi:
             return None
         return election.StoredLease(election.lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
-    def replace_lease(self, record: election.LeaseRecord, resource_version: str) -> bool:
-        """Write `record` over the version read; False when the Lease changed since (or is gone)."""
+    def replace_lease(self, record: election.LeaseRecord, resource_version: str) -> str | None:
+        """Write `record` over the version read; the version written, None when the Lease changed since (or is
+        gone)."""
         metadata = {"name": self.name, "namespace": self.namespace, "resourceVersion": resource_version}
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata}
-        code, _ = self._call("PUT", {**body, "spec": election.lease_spec(record)})
-        return code == HTTP_OK
+        code, written = self._call("PUT", {**body, "spec": election.lease_spec(record)})
+        version = (written.get("metadata") or {}).get("resourceVersion") if code == HTTP_OK else None
+        return str(version) if version else None
 
 
 def _now() -> datetime:
@@ -128,6 +131,7 @@ class LeaseGuard:
         self._losing = threading.Lock()  # never held across a request: the watchdog must not wait on one
         self._seen: election.LeaseRecord | None = None
         self._seen_at: datetime | None = None
+        self._written: tuple[election.LeaseRecord, str] | None = None  # this driver's last write and its version
         self._renewed = time.monotonic()
         self._allowed, self._held, self._stop, self._wake = (threading.Event() for _ in range(4))
         self._lost = False
@@ -170,9 +174,28 @@ class LeaseGuard:
             self._seen, self._seen_at = record, now
         return record
 
+    def _renew_unread(self) -> bool:
+        """Renew over the version this driver wrote last, without reading the Lease first (client-go's shortcut:
+        one request per renewal instead of two); False when that version is unknown or the Lease changed since
+        (then it is read and decided again)."""
+        if self._written is None or not self._held.is_set():
+            return False
+        record, version = self._written
+        self._written = None
+        now = self._clock()
+        renewed = election.decide(record, now, self.identity, now, self.timing.lease_seconds).record
+        assert renewed is not None  # RENEW: the record names this driver
+        written = self.api.replace_lease(renewed, version)
+        if written is None:
+            return False
+        self._seen, self._seen_at, self._written = renewed, now, (renewed, written)
+        return True
+
     def try_acquire_or_renew(self) -> bool:
         """Read the Lease; once allowed, take or renew it as `election.decide` says. True while holding it."""
         with self._lock:
+            if self._renew_unread():
+                return True
             stored = self.api.get_lease()
             now = self._clock()
             record = self._observe(stored, now)
@@ -184,9 +207,10 @@ class LeaseGuard:
                 return False
             if stored is None:  # the operator creates it with the attempt; the driver may not
                 raise LeaseApiError(f"there is no Lease {self.api.namespace}/{self.api.name} to take")
-            if not self.api.replace_lease(decision.record, stored.resource_version):
+            written = self.api.replace_lease(decision.record, stored.resource_version)
+            if not written:
                 return False
-            self._seen, self._seen_at = decision.record, now
+            self._seen, self._seen_at, self._written = decision.record, now, (decision.record, written)
             return True
 
     def _step(self) -> None:

@@ -3,18 +3,22 @@
 Usage: s3a_state.py <endpoint> <s3a checkpoint URI> <s3a copy URI> <input dir> <result json> <jar,jar,...>
 Run 1 reads the input files present, run 2 (same checkpoint, one more file) must continue the counts from the
 state the first run left on S3; then the checkpoint is copied with the runtime's HadoopFileSystem. Credentials
-come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as the operator passes them.
+come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as the operator passes them, or from the provider named by
+S3A_CREDENTIALS_PROVIDER (the test of web identity).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession, functions
 
 from headrace.runtime.hadoop_fs import HadoopFileSystem
+
+ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
 
 
 def main() -> None:
@@ -32,7 +36,7 @@ def main() -> None:
         .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
         .config(
             "spark.hadoop.fs.s3a.aws.credentials.provider",
-            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+            os.environ.get("S3A_CREDENTIALS_PROVIDER", ENV_PROVIDER),
         )
         .config(
             "spark.sql.streaming.stateStore.providerClass",

@@ -73,6 +73,18 @@ class FakeKube(KubeClient):
         self.pods.pop((namespace, name), None)
         return None
 
+    def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        self.calls.append(("list_executor_pods", app))
+        return []
+
+    def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
+        self.calls.append(("label_pod", name))
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return None
+        pod["metadata"]["labels"].update(labels)
+        return copy.deepcopy(pod)
+
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         metadata = obj["metadata"]
         self.calls.append((f"create {obj['kind']}", metadata["name"]))

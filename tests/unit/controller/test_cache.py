@@ -12,7 +12,7 @@ import pytest
 from headrace.api import names
 from headrace.controller import cache as cache_module
 from headrace.controller.cache import Cache, Verifier, on_event, trim_pod
-from headrace.controller.observe import serves_control_tls
+from headrace.controller.observe import lease_guarded, serves_control_tls
 from headrace.render import control_tls, manifests
 from tests.unit.builders import attempt
 
@@ -59,7 +59,16 @@ def test_a_pod_is_kept_trimmed_to_what_the_planner_reads() -> None:
     cache.observed("pod", pod("d1", 5))
     [held] = cache.pods(NAMESPACE, "clicks")
     assert held == trim_pod(pod("d1", 5))
-    assert held["spec"] == {"volumes": []} and "managedFields" not in held["metadata"]  # only the TLS volume is kept
+    # Of the spec: the TLS volume, the driver Lease's variable and the node (none here)
+    assert held["spec"] == {"volumes": [], "containers": [{"env": []}]} and "managedFields" not in held["metadata"]
+    guarded = pod("d2", 6)
+    guarded["spec"]["nodeName"] = "worker-1"
+    guarded["spec"]["containers"][0]["env"] = [{"name": "HEADRACE_DRIVER_LEASE", "value": "clicks-driver-lease"}]
+    assert trim_pod(guarded)["spec"] == {
+        "volumes": [],
+        "containers": [{"env": [{"name": "HEADRACE_DRIVER_LEASE"}]}],
+        "nodeName": "worker-1",
+    }
     assert held["status"]["containerStatuses"] == [{"state": {"running": {}}}]
     assert cache.pods(NAMESPACE, "other") == []
 
@@ -146,8 +155,9 @@ def test_a_savepoints_outcome_recorded_off_the_reconcile_wakes_its_app() -> None
 
 
 def test_a_trimmed_pod_still_says_whether_it_serves_tls() -> None:
-    """The store drops the pod's spec but for the control certificate's volume: a driver from before TLS (no such
-    volume) is asked in plain HTTP, every other one over HTTPS; a pod copy without a spec counts as TLS."""
+    """The store drops the pod's spec but for the control certificate's volume (and the driver Lease's variable): a
+    driver from before TLS (no such volume) is asked in plain HTTP, every other one over HTTPS; a pod copy without a
+    spec counts as TLS."""
     pod = manifests.driver_pod(attempt())
     assert serves_control_tls(trim_pod(pod))
     old = {
@@ -155,7 +165,9 @@ def test_a_trimmed_pod_still_says_whether_it_serves_tls() -> None:
         "spec": {**pod["spec"], "volumes": [v for v in pod["spec"]["volumes"] if v["name"] != control_tls.VOLUME]},
     }
     assert not serves_control_tls(trim_pod(old))
-    assert trim_pod(pod)["spec"] == {"volumes": [{"name": control_tls.VOLUME}]}  # nothing else of the spec is kept
+    kept = {"volumes": [{"name": control_tls.VOLUME}], "containers": [{"env": [{"name": "HEADRACE_DRIVER_LEASE"}]}]}
+    assert trim_pod(pod)["spec"] == kept  # nothing else of the spec is kept (but the node, once scheduled)
+    assert lease_guarded(trim_pod(pod))
     assert serves_control_tls({"metadata": {}, "status": {}})
 
 

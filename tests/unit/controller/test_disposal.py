@@ -6,15 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import names
 from headrace.controller.disposal import SavepointDisposer
+from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.status_recorder import StatusRecorder
 from headrace.core.disposal import DEADLINE_SECONDS, MAX_TRIES
 from headrace.render import control_tls, manifests
 from tests.unit.builders import T0
 
-from .fakes import FakeDriver, FakeKube
+from .fakes import FakeCache, FakeDriver, FakeKube
 from .test_reconciler import APP, CERTIFICATE, DRIVER, NAMESPACE, app_body
 
 NAME = "clicks-periodic-1"
@@ -61,7 +64,8 @@ def cluster(driver: FakeDriver, *, running: bool = True) -> tuple[FakeKube, Save
         "status": pod_status,
     }
     kube.savepoints[(NAMESPACE, NAME)] = deleted_savepoint()
-    return kube, SavepointDisposer(kube, driver, lambda: T0)
+    recorder = StatusRecorder(kube, FakeCache(kube), OperatorMetrics(CollectorRegistry()))
+    return kube, SavepointDisposer(kube, recorder, driver, lambda: T0)
 
 
 def run_finalizer(kube: FakeKube, disposer: SavepointDisposer) -> tuple[int, float, list[str]]:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 
-from headrace.api.models import StreamingAppStatus
+from headrace.api.models import AutoscalerStatus, StreamingAppStatus
 from headrace.controller.metrics import ACTIONS, RESTART_REASONS, SAVEPOINT_RESULTS, SAVEPOINT_TRIGGERS, OperatorMetrics
 from headrace.core.observation import DriverProgress, Observation
 from headrace.core.planner import decide
@@ -23,9 +23,9 @@ def value(metrics: OperatorMetrics, name: str, **labels: str) -> float | None:
 def decided(
     metrics: OperatorMetrics, status: StreamingAppStatus, observation: Observation, now: datetime
 ) -> StreamingAppStatus:
-    new = decide(view(status=status), observation, now).status
-    metrics.record_decision(KEY, status, new, now)
-    return new
+    plan = decide(view(status=status), observation, now)
+    metrics.record_decision(KEY, status, plan.status, now, plan.started)
+    return plan.status
 
 
 def test_savepoint_and_transition_series_start_at_zero() -> None:
@@ -105,6 +105,7 @@ def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
         "EnsureDriver",
         "DeletePod",
         "PromoteDriver",
+        "MarkWriter",
         "RescaleInPlace",
         "CreateSavepointResource",
         "TakeSavepoint",
@@ -122,9 +123,10 @@ def test_a_no_progress_restart_counts_as_no_progress() -> None:
     status = decided(metrics, StreamingAppStatus(), seen(), T0)
     backlog = DriverProgress(ready=True, last_batch_id=0, last_batch_time=T0, source_backlog=100.0)
     app = view(spec(restartPolicy__progressTimeout="1m"), status=status)
-    stuck = decide(app, Observation(drivers=(pod(),), progress=backlog), later(120)).status
+    plan = decide(app, Observation(drivers=(pod(),), progress=backlog), later(120))
+    stuck = plan.status
     assert stuck.restarts.lastFailureReason == "NoProgress"
-    metrics.record_decision(KEY, status, stuck, later(120))
+    metrics.record_decision(KEY, status, stuck, later(120), plan.started)
     assert value(metrics, "headrace_driver_restarts_total", reason="NoProgress") == 1
     assert value(metrics, "headrace_driver_restarts_total", reason="Other") == 0
     metrics.record_decision(KEY, stuck, stuck, later(121))  # the same restart, seen again
@@ -144,3 +146,21 @@ def test_per_app_restarts_and_failures_at_start_one_series_per_app_removed_with_
     assert value(metrics, "headrace_app_restarts", **app) is None
     assert value(metrics, "headrace_app_startup_failures", **app) is None
     metrics.forget_app(KEY)
+
+
+def test_the_autoscalers_recommendation_is_a_series_only_while_there_is_one() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    app = {"namespace": "analytics", "app": "clicks"}
+    name = "headrace_app_autoscaler_recommended_executors"
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    assert value(metrics, name, **app) is None
+    recommended = status.model_copy(
+        update={"autoscaler": AutoscalerStatus(action="scale", executors=5, reason="ScaleUp", decidedAt="x")}
+    )
+    metrics.record_decision(KEY, status, recommended, later(1))
+    assert value(metrics, name, **app) == 5
+    metrics.record_decision(KEY, recommended, status, later(2))  # passive mode turned off
+    assert value(metrics, name, **app) is None
+    metrics.record_decision(KEY, status, recommended, later(3))
+    metrics.forget_app(KEY)
+    assert value(metrics, name, **app) is None

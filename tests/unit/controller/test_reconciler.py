@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import models, names
 from headrace.api import runtime_contract as contract
+from headrace.api.models import PendingOperation, PrewarmUpgrade, SavepointUpgrade, StreamingAppStatus
 from headrace.controller import reconciler as reconciler_module
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
 from headrace.controller.reconciler import Reconciler
@@ -23,6 +24,7 @@ from headrace.core.plan import (
     DeletePod,
     DeleteSavepointResource,
     EnsureDriver,
+    MarkWriter,
     PromoteDriver,
     RescaleInPlace,
     SetSavepointStatus,
@@ -65,6 +67,7 @@ def with_savepoint(kube: FakeKube, name: str) -> None:
 ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] = [
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
+    (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
     (PromoteDriver(pod=DRIVER, address="10.0.0.9"), [], [("promote", "10.0.0.9")]),
     (CreateSavepointResource(name="sp-1", reason="manual"), [("create_savepoint", "sp-1")], []),
@@ -431,10 +434,16 @@ def test_a_pre_warmed_upgrades_new_driver_is_asked_only_while_it_warms(step: str
     """Whether it waits at its gate is what the planner needs (issue 14 item 4); asked only during the pre-warm."""
     _, driver, reconciler, _ = cluster()
     new = "clicks-r2-a1-driver"
-    pending = {"kind": "Upgrade", "step": step, "startedAt": "2026-11-21T12:00:00Z", "detail": {"prewarm": new}}
-    body = app_body({"run": {"driverPod": DRIVER}, "pendingOperation": pending})
+    started = "2026-11-21T12:00:00Z"
+    pending: PendingOperation = (
+        PrewarmUpgrade(startedAt=started, targetSpecHash="h2", prewarmDriver=new)
+        if step == "Prewarm"
+        else SavepointUpgrade(startedAt=started, savepoint="sp", reason="upgrade", targetSpecHash="h2")
+    )
+    body = app_body({"run": {"driverPod": DRIVER}})
     warming = _running_driver_pod()
     warming["metadata"]["name"], warming["status"] = new, {"phase": phase, "podIP": "10.0.0.7"}
-    document = reconciler._prewarmed_status(body, [_running_driver_pod(), warming])
+    status = StreamingAppStatus(pendingOperation=pending)
+    document = reconciler._prewarmed_status(body, status, [_running_driver_pod(), warming])
     assert (document is not None) == asked
     assert [endpoint.address for endpoint in driver.endpoints] == (["10.0.0.7"] if asked else [])

@@ -108,10 +108,12 @@ class FakeLeases:
         self.namespace, self.name = "headrace-system", "headrace"
         self.record, self.version = record, 1
         self.failing = False
+        self.reads = self.writes = 0
 
     def get_lease(self) -> StoredLease | None:
         if self.failing:
             raise ConnectionError("API server unreachable")
+        self.reads += 1
         return None if self.record is None else StoredLease(self.record, str(self.version))
 
     def create_lease(self, record: LeaseRecord) -> bool:
@@ -120,13 +122,15 @@ class FakeLeases:
         self.record, self.version = record, self.version + 1
         return True
 
-    def replace_lease(self, record: LeaseRecord, resource_version: str) -> bool:
+    def replace_lease(self, record: LeaseRecord, resource_version: str) -> str | None:
+        """The version written (truthy), None on a conflict (the operator's client says True and False)."""
         if self.failing:
             raise ConnectionError("API server unreachable")
         if resource_version != str(self.version):
-            return False
+            return None
         self.record, self.version = record, self.version + 1
-        return True
+        self.writes += 1
+        return str(self.version)
 
 
 class Clock:

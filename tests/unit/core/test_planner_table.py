@@ -2,7 +2,7 @@
 
 Each row starts from a named state reached through the planner itself, applies one event (what the
 observer sees, a spec change, the time) and names the state and the actions that must follow. The
-scenario tests in tests/unit/test_planner.py check the details of each transition; this table is the
+scenario tests in tests/unit/core/test_planner.py check the details of each transition; this table is the
 map, drawn so a new row is one line.
 """
 

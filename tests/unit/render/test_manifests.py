@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from headrace.api import runtime_contract as contract
+from headrace.core.builder import spec_hash
+from headrace.core.plan import EnsureDriver
 from headrace.render import manifests
-from tests.unit.builders import attempt
+from tests.unit.builders import attempt, spec
 
 
 def _attempt(**overrides: object) -> manifests.Attempt:
@@ -80,13 +86,11 @@ def test_a_standby_warms_up_unless_its_spec_says_warmup_false() -> None:
     assert contract.ENV_WARMUP not in env(warmup=False, standby=False)  # nothing waits: nothing to warm
 
 
-def test_only_apps_with_a_standby_get_the_driver_lease_and_the_right_to_renew_it_alone() -> None:
-    plain = manifests.attempt_objects(_attempt())
-    assert not [obj for obj in plain if obj["kind"] == "Lease" or obj["metadata"]["name"] == "clicks-driver-lease"]
-    env = {item["name"] for item in plain[-1]["spec"]["containers"][0]["env"]}
-    assert contract.ENV_DRIVER_LEASE not in env
-
-    warm = manifests.attempt_objects(_attempt(standby={"enabled": True}))
+@pytest.mark.parametrize("standby", [False, True])
+def test_every_driver_gets_the_driver_lease_and_the_right_to_renew_it_alone(standby: bool) -> None:
+    """Every app (issue 23; before, only apps with a warm standby): a driver whose node is lost or partitioned away
+    stops itself when it cannot renew the Lease, which is what lets the operator replace it (core/fence.py)."""
+    warm = manifests.attempt_objects(_attempt(standby={"enabled": standby}))
     (lease,) = [obj for obj in warm if obj["kind"] == "Lease"]
     assert lease["metadata"]["name"] == "clicks-driver-lease" and "holderIdentity" not in lease["spec"]
     assert lease["metadata"]["ownerReferences"][0]["uid"] == "uid-1"  # deleted with the app
@@ -105,5 +109,48 @@ def test_only_apps_with_a_standby_get_the_driver_lease_and_the_right_to_renew_it
     assert warm[-1]["kind"] == "Pod"  # created last, once its Lease and rights exist
     env = {item["name"]: item.get("value") for item in warm[-1]["spec"]["containers"][0]["env"]}
     assert env[contract.ENV_DRIVER_LEASE] == "clicks-driver-lease"
-    standby = manifests.driver_pod(_attempt(standby={"enabled": True}, mode="bounded"))
-    assert contract.ENV_DRIVER_LEASE not in {item["name"] for item in standby["spec"]["containers"][0]["env"]}
+    bounded = manifests.driver_pod(_attempt(standby={"enabled": standby}, mode="bounded"))
+    variable = {"name": contract.ENV_DRIVER_LEASE, "value": "clicks-driver-lease"}
+    assert variable in bounded["spec"]["containers"][0]["env"]
+
+
+def test_every_app_has_a_disruption_budget_that_lets_only_its_writing_driver_wait_for_a_handover() -> None:
+    """A drain waits for the operator's handover (issue 23): minAvailable 1 over the app's driver labelled as its
+    writer only (a standby or a pre-warmed driver may go), and a writer that is not ready may go too (a Pending or
+    failing one must not block a drain forever)."""
+    objects = manifests.app_objects(_attempt())
+    (budget,) = [obj for obj in objects if obj["kind"] == "PodDisruptionBudget"]
+    assert budget["metadata"]["name"] == "clicks-driver" and budget["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    selector = {"headrace.dev/app": "clicks", "headrace.dev/role": "driver", "headrace.dev/writer": "true"}
+    assert budget["spec"] == {
+        "minAvailable": 1,  # a number: the budget never asks the StreamingApp's scale (which counts executors)
+        "selector": {"matchLabels": selector},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    driver = manifests.driver_pod(_attempt())
+    assert {**driver["metadata"]["labels"], "headrace.dev/writer": "true"}.items() >= selector.items()
+    assert "headrace.dev/writer" not in driver["metadata"]["labels"]  # the operator labels it once it writes
+
+
+def test_an_attempt_is_what_its_ensure_driver_action_says() -> None:
+    """Every field of EnsureDriver is rendered or says how the controller works (HOW_ONLY): none is dropped."""
+    ensure_fields = {field.name for field in dataclasses.fields(EnsureDriver)}
+    attempt_fields = {field.name for field in dataclasses.fields(manifests.Attempt)}
+    assert ensure_fields - manifests.HOW_ONLY <= attempt_fields
+    assert ensure_fields >= manifests.HOW_ONLY and not manifests.HOW_ONLY & attempt_fields
+    action = EnsureDriver(
+        run=2,
+        attempt=3,
+        spec=spec(),
+        checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r2",
+        restore_from="s3a://bucket/savepoints/sp",
+        allow_repartition=True,
+        expected_commits=(("q0", 7),),
+        standby=True,
+        compare_checkpoint="s3a://bucket/checkpoints/analytics/clicks/r1",
+    )
+    made = manifests.Attempt.of(action, app="clicks", namespace="analytics", app_uid="uid-1", operator_namespace="ops")
+    for name in ensure_fields - manifests.HOW_ONLY:
+        assert getattr(made, name) == getattr(action, name), name
+    assert (made.app, made.namespace, made.app_uid, made.operator_namespace) == ("clicks", "analytics", "uid-1", "ops")
+    assert made.spec_hash == spec_hash(action.spec)

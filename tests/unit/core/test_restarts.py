@@ -10,8 +10,7 @@ from headrace.api.models import Backoff, RestartPolicy, RestartStatus
 from headrace.core.durations import parse_duration
 from headrace.core.restarts import backoff_seconds, record_failure
 from headrace.core.timefmt import format_time, parse_time
-
-from .builders import T0
+from tests.unit.builders import T0
 
 
 @pytest.mark.parametrize(("n", "delay"), [(0, 0), (1, 0), (2, 1), (3, 2), (4, 4), (10, 256), (11, 300), (100, 300)])

@@ -9,15 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import PrewarmUpgrade, SavepointUpgrade, StreamingAppSpec, StreamingAppStatus
 from headrace.core import prewarm
 from headrace.core.builder import spec_hash
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, PromoteDriver, TakeSavepoint
 from headrace.core.planner import decide
 from headrace.core.transitions import step
-
-from .builders import T0, later, pod, seen, spec, view
+from tests.unit.builders import T0, later, pod, seen, spec, view
 
 OLD = spec(upgradeMode="savepoint", standby__prewarmUpgrades=True)
 NEW = spec(upgradeMode="savepoint", standby__prewarmUpgrades=True, image="localhost/headrace/spark:0.2.0")
@@ -89,9 +88,9 @@ def test_a_savepoint_upgrade_warms_the_new_driver_before_the_old_one_stops() -> 
     assert take.stop and take.pod == pod().name
     assert not [action for action in stopping.actions if isinstance(action, (DeletePod, PromoteDriver))]
     pending = stopping.status.pendingOperation
-    assert pending is not None and (pending.kind, pending.step) == ("Upgrade", "TakeSavepoint")
+    assert isinstance(pending, SavepointUpgrade)
     # the savepoint taken: run 2 is its driver, restored from it; the old driver must be gone before promotion
-    name = pending.detail["savepoint"]
+    name = pending.savepoint
     done = SavepointResource(name=name, reason="upgrade", phase="Succeeded", path="s3a://bucket/savepoints/sp")
     stopped = pod(phase="Succeeded", reason="StoppedWithSavepoint")
     fenced = decide(view(NEW, stopping.status), Observation(drivers=(stopped, warm()), savepoints=(done,)), later(30))
@@ -182,14 +181,14 @@ def test_a_pre_warm_is_dropped_when_the_old_driver_stops_or_the_spec_changes_aga
     )
     assert DeletePod(warm().name, "pre-warm dropped") in changed.actions
     assert "TakeSavepoint" not in kinds(changed)
-    assert changed.status.pendingOperation is not None and changed.status.pendingOperation.step == "Prewarm"
-    assert changed.status.pendingOperation.detail[prewarm.TARGET] == spec_hash(newest)  # begun again for it
+    assert isinstance(changed.status.pendingOperation, PrewarmUpgrade)
+    assert changed.status.pendingOperation.targetSpecHash == spec_hash(newest)  # begun again for it
 
 
 def test_the_warm_up_counts_in_the_upgrade_transition() -> None:
     status = running()
-    created = decide(view(NEW, status), Observation(drivers=(pod(),), progress=PROCESSING), later(2)).status
-    started = step(None, status, created, later(2))
+    plan = decide(view(NEW, status), Observation(drivers=(pod(),), progress=PROCESSING), later(2))
+    started = step(None, status, plan.status, later(2), plan.started)
     assert started.underway is not None and started.underway.transition == "upgrade"
     assert started.underway.since == later(2)
 

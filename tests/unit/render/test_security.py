@@ -13,9 +13,8 @@ import pytest
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.render import control_tls, manifests, security
-
-from .builders import attempt as make_attempt
-from .builders import certificate
+from tests.unit.builders import attempt as make_attempt
+from tests.unit.builders import certificate
 
 
 def _pods(attempt: manifests.Attempt) -> dict[str, dict[str, Any]]:
@@ -78,9 +77,12 @@ def test_executors_have_their_own_account_without_a_token() -> None:
 
 
 def test_the_driver_role_grants_only_executor_pods_and_their_config_map() -> None:
-    (role,) = [obj for obj in manifests.rbac("clicks", "analytics", "uid-1", make_attempt()) if obj["kind"] == "Role"]
+    roles = [obj for obj in manifests.rbac("clicks", "analytics", "uid-1", make_attempt()) if obj["kind"] == "Role"]
+    (role,) = [role for role in roles if role["metadata"]["name"] == names.service_account("clicks")]
     resources = sorted(resource for rule in role["rules"] for resource in rule["resources"])
     assert resources == ["configmaps", "pods"]
+    (lease,) = [role for role in roles if role["metadata"]["name"] == names.driver_lease("clicks")]
+    assert [rule["resourceNames"] for rule in lease["rules"]] == [[names.driver_lease("clicks")]]  # its Lease only
 
 
 def test_spark_is_authenticated_and_encrypted_with_the_apps_secret() -> None:

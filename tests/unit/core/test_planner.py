@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from headrace.api.models import SavepointRef, StreamingAppSpec, StreamingAppStatus
+from headrace.core.attempts import worth_recording
 from headrace.core.observation import Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
 from headrace.core.planner import decide
 from headrace.core.timefmt import format_time
-
-from .builders import READY, T0, later, pod, seen, spec, view
+from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
 
 def step(status: StreamingAppStatus | None, observation=None, now=T0, app_spec=None, generation=1) -> Plan:
@@ -60,12 +60,12 @@ def test_driver_observed_clears_the_pending_operation_and_goes_running() -> None
 
 def test_a_created_driver_waiting_with_nothing_to_say_is_not_written() -> None:
     """The pod of the pending start exists and is Pending without a reason yet: the recorded status ("driver X is
-    starting", StartDriver) already says that, so the decision keeps it (no status write); the next change worth
-    writing (a waiting reason, Running) clears the StartDriver with it."""
+    starting", StartDriver) already says that, so the status recorder keeps it (no status write); the next change
+    worth writing (a waiting reason, Running) clears the StartDriver with it."""
     intent = step(None).status
     created = pod(phase="Pending", created_at=later(1))
     quiet = step(intent, seen(created), later(1))
-    assert quiet.status == intent and kinds(quiet) == [] and quiet.events == ()
+    assert worth_recording(intent, quiet, seen(created)) == intent and kinds(quiet) == [] and quiet.events == ()
     assert quiet.requeue_after is not None and quiet.requeue_after <= 5  # still polled (and the start timed)
     waiting = step(intent, seen(pod(phase="Pending", created_at=later(1), waiting="ContainerCreating")), later(2))
     assert waiting.status.pendingOperation is None
@@ -652,7 +652,7 @@ def test_rollback_to_last_stable_spec_when_upgrade_never_becomes_stable() -> Non
 
 # ---------------------------------------------------------------------------------------- progress --
 
-from headrace.core.observation import DriverProgress  # noqa: E402
+from headrace.core.observation import BatchTotals, DriverProgress  # noqa: E402
 
 
 def test_progress_is_summarised_into_status() -> None:
@@ -781,3 +781,40 @@ def test_a_driver_whose_container_ended_while_its_pod_still_runs_is_not_rewritte
     again = step(first.status, observed, later(30.01))
     assert again.status == first.status
     assert first.status.run is not None and first.status.run.startedAt == status.run.startedAt  # type: ignore[union-attr]
+
+
+def _loaded(poll: int) -> DriverProgress:
+    """2 executors busy 4.5 s of every 5 s with a growing backlog, read every 30 s (batch totals since the start)."""
+    return DriverProgress(
+        last_batch_id=6 * poll,
+        last_batch_time=later(poll * 30),
+        ready=True,
+        registered_executors=2,
+        requested_executors=2,
+        source_backlog=1000.0 * poll,
+        totals=BatchTotals(batches=6 * poll, input_rows=6 * poll * 9000, busy_seconds=6 * poll * 4.5),
+        executors_since=T0,
+    )
+
+
+def test_passive_autoscaler_recommends_in_status_and_one_event_and_settles() -> None:
+    passive = spec(autoscaler={"mode": "passive"}, executor={"instances": 2})
+    status = step(None, app_spec=passive).status
+    status = step(status, seen(pod()), later(1), app_spec=passive).status
+    events: list[str] = []
+    for poll in range(1, 16):
+        plan = step(status, Observation(drivers=(pod(),), progress=_loaded(poll)), later(poll * 30), app_spec=passive)
+        status = plan.status
+        events += [event.message for event in plan.events if event.reason == "AutoscalerRecommends"]
+        assert kinds(plan) == [], "passive mode only recommends"
+    assert status.autoscaler is not None
+    assert (status.autoscaler.action, status.autoscaler.executors, status.autoscaler.reason) == ("scale", 3, "ScaleUp")
+    assert len(events) == 1 and events[0].startswith("would scale to 3 executors: utilization")
+    settled = step(status, Observation(drivers=(pod(),), progress=_loaded(15)), later(15 * 30 + 5), app_spec=passive)
+    assert settled.status == status and not settled.events, "a decision settles when only the clock moves"
+
+
+def test_without_passive_mode_no_autoscaler_status() -> None:
+    status = running_app()
+    plan = step(status, Observation(drivers=(pod(),), progress=_loaded(3)), later(90))
+    assert plan.status.autoscaler is None and not [e for e in plan.events if e.reason == "AutoscalerRecommends"]

@@ -11,8 +11,7 @@ from headrace.core.observation import DriverPod, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, PromoteDriver
 from headrace.core.planner import decide
 from headrace.core.restarts import restart_begun
-
-from .builders import T0, later, pod, seen, spec, view
+from tests.unit.builders import T0, later, pod, seen, spec, view
 
 WARM = spec(standby__enabled=True)
 COMMITTED = DriverProgress(ready=True, last_batch_id=3, committed=(("q0", 3),))

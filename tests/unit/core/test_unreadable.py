@@ -7,8 +7,7 @@ from typing import Any
 from headrace.controller.observe import app_view
 from headrace.core import unreadable
 from headrace.core.planner import decide
-
-from .builders import T0, later, pod, seen, spec
+from tests.unit.builders import T0, later, pod, seen, spec
 
 
 def _body(status: dict[str, Any]) -> dict[str, Any]:

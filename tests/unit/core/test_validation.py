@@ -21,8 +21,7 @@ from headrace.render import manifests
 from headrace.runtime import sparkconf
 from headrace.runtime.settings import RuntimeSettings
 from headrace.settings import OperatorSettings
-
-from .builders import T0, seen, spec, view
+from tests.unit.builders import T0, seen, spec, view
 
 
 def _fields(problems: list[Any]) -> list[str]:

@@ -1,0 +1,111 @@
+"""The fence for a driver whose pod cannot be confirmed gone: its node is lost, powered off or partitioned away.
+
+The operator starts a new attempt (or promotes the standby) only once every other driver pod of the app is gone,
+and a pod is gone once its kubelet confirmed the kill. On a node that is off or cut off from the API server no
+kubelet confirms anything: the pod stays Terminating until the node comes back or its Node object is deleted.
+The proof that such a driver stopped writing is its driver Lease instead (`headrace.runtime.lease`): a driver
+that holds the Lease stops every write when it could not renew it within the renew deadline, which is shorter than
+the Lease's duration. So a driver created with the Lease (`DriverPod.lease_guarded`) has stopped writing once the
+operator saw the app's Lease
+
+    held by another driver, released, or never taken (it never wrote, or gave the Lease up after its last write), or
+    held by it (or missing) and unchanged for the Lease's duration plus FENCE_MARGIN_SECONDS, on the operator's
+    own clock (the holder's clock is never compared with the operator's).
+
+Then, and only once its deletion is overdue (its grace period passed without the kubelet confirming it), its pod is
+force-deleted (grace 0): the next attempt starts. A pod without the Lease (created by an older operator) keeps the
+old rule: wait until it is gone. The Lease is also the mutual exclusion between drivers: a new driver takes it only
+once released or expired, so even a driver wrongly thought gone could not write beside the next one.
+
+`lease_expired` is the fast detector: a running driver that stopped answering and whose own Lease is expired has
+stopped itself (or is dead), a failure recognised without waiting out restartPolicy.heartbeatTimeout.
+Never: I/O or the clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from headrace.api import runtime_contract as contract
+from headrace.core.builder import Builder
+from headrace.core.observation import DriverLease, DriverPod
+from headrace.core.plan import DeletePod
+
+# Beyond the Lease's duration before the operator counts it expired: its clock may run faster than the holder's
+# (the holder already stopped at its renew deadline, 5 s before the duration).
+FENCE_MARGIN_SECONDS = 5.0
+LEASE_EXPIRED = "DriverLeaseExpired"  # a failure's reason: the running driver's Lease expired (it stopped itself)
+FORCE_DELETED = "DriverForceDeleted"  # the event of a forced deletion
+WAITING = "WaitingForDriverLease"  # Progressing's reason while a stuck pod's driver may still write
+
+
+def _expired(lease: DriverLease, now: datetime) -> bool:
+    return until_expired(lease, now) == 0
+
+
+def until_expired(lease: DriverLease, now: datetime) -> float:
+    """Seconds until `lease`, unchanged, counts as expired (0: it does)."""
+    seconds = lease.lease_seconds if lease.exists else contract.DRIVER_LEASE_SECONDS
+    due = lease.unchanged_since + timedelta(seconds=max(seconds, 1) + FENCE_MARGIN_SECONDS)
+    return max(0.0, (due - now).total_seconds())
+
+
+def lease_expired(pod: DriverPod, lease: DriverLease | None, now: datetime) -> bool:
+    """The Lease `pod`'s driver held (or the missing Lease it could not renew) went unrenewed for its duration plus
+    the margin: the driver stopped writing at its renew deadline, or is dead."""
+    if not pod.lease_guarded or lease is None:
+        return False
+    return (not lease.exists or lease.holder == pod.name) and _expired(lease, now)
+
+
+def stopped(pod: DriverPod, lease: DriverLease | None, now: datetime) -> bool:
+    """Whether `pod`'s driver provably writes no more (see the module's docstring); False when unknown."""
+    if not pod.lease_guarded or lease is None:
+        return False
+    if lease.exists and lease.holder != pod.name:
+        return True
+    return _expired(lease, now)
+
+
+def overdue(pod: DriverPod, now: datetime) -> bool:
+    """A pod being deleted whose grace period has passed (plus the margin) without its kubelet confirming it."""
+    if not pod.deleting or pod.terminated:
+        return False
+    due = pod.deletion_due or now
+    return now >= due + timedelta(seconds=FENCE_MARGIN_SECONDS)
+
+
+def force_stuck(builder: Builder, pods: tuple[DriverPod, ...], lease: DriverLease | None) -> None:
+    """Force-delete (grace 0) every pod of `pods` whose deletion is overdue and whose driver provably stopped."""
+    planned = {action.name for action in builder.actions if isinstance(action, DeletePod) and action.grace_seconds == 0}
+    for pod in pods:
+        if pod.name in planned or not overdue(pod, builder.now):
+            continue
+        node = f" on node {pod.node}" if pod.node else ""
+        stuck = f"driver pod {pod.name}{node} stays Terminating past its grace period (its kubelet does not confirm it)"
+        if not stopped(pod, lease, builder.now):
+            message = f"{stuck}; the next driver starts once {_awaited(pod, lease)}"
+            builder.condition("Progressing", "True", WAITING, message)
+            continue
+        why = _why(pod, lease)
+        builder.actions.append(DeletePod(name=pod.name, reason=f"force-deleted: {why}", grace_seconds=0))
+        builder.event(FORCE_DELETED, f"{stuck}; force-deleted because {why}", warning=True)
+
+
+def _awaited(pod: DriverPod, lease: DriverLease | None) -> str:
+    """What the fence waits for (words that stay the same while it waits: no status write per decision)."""
+    if not pod.lease_guarded:
+        return "the pod is gone (it was made without the driver Lease: nothing else proves its driver stopped)"
+    if lease is None:
+        return "its driver Lease can be read and shows that it stopped writing"
+    return "its driver Lease, which it holds, goes unrenewed for its duration (while it renews, it may still write)"
+
+
+def _why(pod: DriverPod, lease: DriverLease | None) -> str:
+    if lease is None or not lease.exists:
+        return "the driver Lease is missing, so it could not renew it"
+    if lease.holder is None:
+        return "it does not hold the driver Lease (released or never taken)"
+    if lease.holder != pod.name:
+        return f"the driver Lease is held by {lease.holder}"
+    return f"its driver Lease expired (unrenewed for over {lease.lease_seconds}s + {FENCE_MARGIN_SECONDS:g}s)"

@@ -1,0 +1,220 @@
+"""A kind cluster of podman containers (one control plane, two workers), through pytest-kind.
+
+Owns: the cluster's kind configuration, `PodmanKindCluster` (pytest-kind's `KindCluster` running kind
+and podman with this machine's runtime wrapper, loading images with ``podman save`` + ``kind load
+image-archive`` instead of ``docker save``), its own podman network, and the leak check after
+``kind delete``: no container, volume or network of the cluster, no netdev, mount or iptables rule
+it made. Never: decides what a test does on the cluster.
+
+``python -m testbed kind up|down|status`` drives it by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_kind import KindCluster  # type: ignore[import-untyped]
+
+from testbed import build
+from testbed.kind import nodeimage, podman, tools
+
+CLUSTER_NAME = "headrace"
+READY_TIMEOUT_SECONDS = 300
+WORKERS = 2
+
+# The kubelet refuses cgroup v1 from 1.35 on unless told otherwise; this host is cgroup v1.
+CLUSTER_CONFIG = f"""\
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+networking:
+  podSubnet: {nodeimage.POD_SUBNET}
+nodes:
+- role: control-plane
+{"".join("- role: worker" + chr(10) for _ in range(WORKERS))}kubeadmConfigPatches:
+- |
+  kind: KubeletConfiguration
+  failCgroupV1: false
+"""
+
+
+def network_name(cluster: str) -> str:
+    """Each cluster's own podman network (kind's default, ``kind``, is shared by every kind cluster)."""
+    return f"{cluster}-kind"
+
+
+def environment(cluster: str = CLUSTER_NAME) -> dict[str, str]:
+    """The environment kind and podman run with: the per-run containers.conf, the podman provider and
+    the cluster's own network."""
+    env = dict(os.environ)
+    env.update(podman.environment())
+    env["KIND_EXPERIMENTAL_PODMAN_NETWORK"] = network_name(cluster)
+    return env
+
+
+@contextlib.contextmanager
+def _process_environment(cluster: str) -> Iterator[None]:
+    """pytest-kind runs kind with the process's environment: lend it ours for the call."""
+    saved = dict(os.environ)
+    os.environ.update(environment(cluster))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _podman(*args: str, check: bool = True) -> str:
+    result = subprocess.run(["podman", *args], env=environment(), check=check, capture_output=True, text=True)
+    return result.stdout
+
+
+@dataclass(frozen=True)
+class HostState:
+    """What a cluster can leave behind on the host, to compare before and after."""
+
+    containers: frozenset[str]
+    volumes: frozenset[str]
+    networks: frozenset[str]
+    links: frozenset[str]
+    mounts: frozenset[str]
+    iptables: frozenset[str]
+
+    def leftovers(self, before: HostState) -> dict[str, list[str]]:
+        """What is here now and was not `before` (an empty dict when the host is clean)."""
+        found = {}
+        for field in ("containers", "volumes", "networks", "links", "mounts", "iptables"):
+            extra = sorted(getattr(self, field) - getattr(before, field))
+            if extra:
+                found[field] = extra
+        return found
+
+
+def _iptables_rules() -> frozenset[str]:
+    rules: set[str] = set()
+    for table in ("filter", "nat"):
+        result = subprocess.run(["iptables", "-t", table, "-S"], check=False, capture_output=True, text=True)
+        rules |= {f"{table}: {line}" for line in result.stdout.splitlines()}
+    return frozenset(rules)
+
+
+def host_state() -> HostState:
+    """The host's containers, volumes, networks, netdevs, container mounts and iptables rules now."""
+    links = subprocess.run(["ip", "-o", "link", "show"], check=True, capture_output=True, text=True).stdout
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    return HostState(
+        containers=frozenset(_podman("ps", "-a", "--format", "{{.Names}}").split()),
+        volumes=frozenset(_podman("volume", "ls", "--format", "{{.Name}}").split()),
+        networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
+        links=frozenset(re.sub(r"@\S+", "", line.split(":")[1].strip()) for line in links.splitlines()),
+        mounts=frozenset(line.split()[4] for line in mounts if "/containers/" in line or "netns" in line),
+        iptables=_iptables_rules(),
+    )
+
+
+class PodmanKindCluster(KindCluster):  # type: ignore[misc]
+    """pytest-kind's cluster on podman with the testbed's node image, kind and kubectl."""
+
+    def __init__(self, name: str = CLUSTER_NAME, *, workdir: Path) -> None:
+        super().__init__(
+            name,
+            kubeconfig=workdir / "kubeconfig",
+            image=None,
+            kind_path=tools.ensure_kind(),
+            kubectl_path=build.binary("kubectl"),
+        )
+        self.workdir = workdir
+
+    def create(self, config_file: str | Path | None = None) -> None:
+        """Build (or reuse) the node image, then ``kind create cluster`` with three nodes."""
+        self.image = nodeimage.build_node_image()
+        Path("/lib/modules").mkdir(parents=True, exist_ok=True)  # kind mounts it into every node
+        if config_file is None:
+            config_file = self.workdir / "kind.yaml"
+            Path(config_file).write_text(CLUSTER_CONFIG)
+        with _process_environment(self.name):
+            super().create(config_file)
+        # kind returns once every node joined; the nodes turn Ready once kube-router has set up their
+        # pod network, and cluster DNS once CoreDNS runs on it.
+        self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={READY_TIMEOUT_SECONDS}s")
+        self.kubectl(
+            "rollout", "status", "-n", "kube-system", "deployment/coredns", f"--timeout={READY_TIMEOUT_SECONDS}s"
+        )
+
+    def load_docker_image(self, docker_image: str) -> None:
+        """Load an image from podman's store into every node (``podman save`` + ``kind load image-archive``)."""
+        with tempfile.TemporaryDirectory(prefix="hr-kind-load-") as scratch:
+            archive = Path(scratch) / "image.tar"
+            _podman("save", "--format", "oci-archive", "-o", str(archive), docker_image)
+            self.load_image_archive(archive)
+
+    def load_image_archive(self, archive: Path) -> None:
+        """``kind load image-archive``: an OCI or docker archive onto every node."""
+        command = [str(self.kind_path), "load", "image-archive", "--name", self.name, str(archive)]
+        subprocess.run(command, env=environment(self.name), check=True)
+
+    def delete(self) -> None:
+        """``kind delete cluster``, then the cluster's podman network."""
+        with _process_environment(self.name):
+            super().delete()
+        network = network_name(self.name)
+        if network in _podman("network", "ls", "--format", "{{.Name}}").split():
+            _podman("network", "rm", network)
+
+    def node_names(self) -> list[str]:
+        """The cluster's node containers (control plane first)."""
+        names = _podman("ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={self.name}", "--format", "{{.Names}}")
+        return sorted(names.split(), key=lambda name: (not name.endswith("control-plane"), name))
+
+    def node_exec(self, node: str, *command: str) -> str:
+        """Run a command inside a node container and return its output."""
+        return _podman("exec", node, *command)
+
+
+@contextlib.contextmanager
+def running_cluster(workdir: Path, *, name: str = CLUSTER_NAME) -> Iterator[PodmanKindCluster]:
+    """A cluster up for the block, deleted after it even when creating it fails half way."""
+    cluster = PodmanKindCluster(name, workdir=workdir)
+    try:
+        cluster.create()
+        yield cluster
+    finally:
+        cluster.delete()
+
+
+def _timed(label: str, started: float) -> None:
+    print(f"{label} in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m testbed kind up|down|status``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("command", choices=("up", "down", "status"))
+    parser.add_argument("--workdir", type=Path, default=build.cache_root() / "kind" / "cluster")
+    arguments = parser.parse_args(argv)
+    arguments.workdir.mkdir(parents=True, exist_ok=True)
+    cluster = PodmanKindCluster(workdir=arguments.workdir)
+    started = time.monotonic()
+    if arguments.command == "up":
+        cluster.create()
+        _timed("cluster up", started)
+        print(f"export KUBECONFIG={cluster.kubeconfig_path}")
+    elif arguments.command == "down":
+        cluster.delete()
+        _timed("cluster down", started)
+    else:
+        print("\n".join(cluster.node_names()) or "no cluster")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""A driver whose node is lost or partitioned away (issue 23, item 1) with the real operator against a real API server.
+
+The node is a Node object with no kubelet behind it (tainted so that only this test's pods, which tolerate it, are
+scheduled there): a driver pod bound to it is never confirmed gone, so its deletion hangs Terminating, as on a node
+that is powered off or cut off from the API server. Driver stand-ins answer the control endpoint; the test plays
+the old driver's hold on the app's driver Lease (the runtime's guard, tested in tests/unit/test_driver_lease.py): it
+renews while the driver lives, and stops when the node is lost. The operator force-deletes the stuck pod and starts
+the next attempt only once that Lease expired, never while it is renewed (partitioned from the operator but not from
+the API server: the driver may still write).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+from kubernetes import client
+from kubernetes.client import ApiClient
+
+from headrace.api import names
+from headrace.core import election, fence
+from testbed.operator_process import OperatorProcess
+
+from .driver_standin import Kubelet
+from .kube import app_manifest, condition, create_app, driver_pods, events_for, get_app, wait_for
+from .nodes import kubeless_node, pinned_to
+
+APP = "lost"
+# The holder's duration (HEADRACE_DRIVER_LEASE_SECONDS in a real driver; the operator reads it off the Lease), longer
+# than the stuck pod's grace period plus the margin, so the fence cannot pass on those alone.
+LEASE_SECONDS = 12
+NOT_FOUND = 404
+
+
+def _manifest(node: str, heartbeat: str = "2m") -> dict:  # type: ignore[type-arg]
+    restart = {"backoff": {"initialSeconds": 1, "maxSeconds": 4}, "heartbeatTimeout": heartbeat}
+    return app_manifest(APP, restartPolicy=restart, driver={"podTemplate": {"spec": pinned_to(node)}})
+
+
+class LeaseHolder:
+    """The old driver's hold on the app's driver Lease: takes it, renews it every second until `stop()`."""
+
+    def __init__(self, api: ApiClient, namespace: str, identity: str) -> None:
+        self.leases = client.CoordinationV1Api(api)
+        self.namespace, self.identity = namespace, identity
+        self.last_renewal: datetime | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lease-holder", daemon=True)
+
+    def __enter__(self) -> LeaseHolder:
+        self._renew()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """The driver is gone with its node: no renewal from now on."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _renew(self) -> None:
+        name = names.driver_lease(APP)
+        body = self.leases.read_namespaced_lease(name, self.namespace)
+        now = datetime.now(UTC)
+        record = election.lease_record(self.leases.api_client.sanitize_for_serialization(body.spec) or {})
+        decision = election.decide(record, now, self.identity, now, LEASE_SECONDS)
+        assert decision.record is not None, f"the Lease is held by {record.holder}"
+        body.spec = election.lease_spec(decision.record)
+        self.leases.replace_namespaced_lease(name, self.namespace, body)
+        self.last_renewal = now
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            self._renew()
+
+
+def _pod(api: ApiClient, namespace: str, attempt: int) -> client.V1Pod | None:
+    wanted = f"{APP}-r1-a{attempt}-driver"
+    pods = [pod for pod in driver_pods(api, namespace, APP) if pod.metadata.name == wanted]
+    return pods[0] if pods else None
+
+
+def _running(api: ApiClient, namespace: str, attempt: int) -> client.V1Pod | None:
+    pod = _pod(api, namespace, attempt)
+    if pod is None or pod.metadata.deletion_timestamp is not None or pod.status.phase != "Running":
+        return None
+    return pod
+
+
+def _first_driver(api: ApiClient, namespace: str, node: str) -> client.V1Pod:
+    pod = wait_for(lambda: _running(api, namespace, 1), what="driver 1 runs")
+    assert pod.spec.node_name == node
+    return pod
+
+
+def _lose(api: ApiClient, namespace: str, kubelet: Kubelet, pod: client.V1Pod) -> None:
+    """The node stops answering: the driver's endpoint goes silent, and its pod's deletion (the taint manager's, or
+    the operator's) is never confirmed."""
+    kubelet.freeze(pod.metadata.name)
+    client.CoreV1Api(api).delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=1)
+    stuck = _pod(api, namespace, 1)
+    assert stuck is not None and stuck.metadata.deletion_timestamp is not None  # Terminating, not gone
+
+
+def _assert_started_after_expiry(api: ApiClient, namespace: str, holder: LeaseHolder) -> client.V1Pod:
+    following = wait_for(lambda: _running(api, namespace, 2), timeout=90, what="attempt 2 runs")
+    assert _pod(api, namespace, 1) is None  # force-deleted
+    assert holder.last_renewal is not None
+    created = following.metadata.creation_timestamp  # whole seconds
+    waited = (created - holder.last_renewal).total_seconds()
+    assert waited >= LEASE_SECONDS - 1, f"attempt 2 created {waited:.1f}s after the old driver's last renewal"
+    assert fence.FORCE_DELETED in {event.reason for event in events_for(api, namespace, APP)}
+    return following
+
+
+def test_a_driver_on_a_lost_node_is_force_deleted_once_its_lease_expired(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            lost_at = time.monotonic()
+            holder.stop()  # powered off: the driver stopped with its node
+            _lose(api, namespace, kubelet, old)
+            _assert_started_after_expiry(api, namespace, holder)
+        print(f"node lost -> attempt 2 runs: {time.monotonic() - lost_at:.1f}s (Lease {LEASE_SECONDS}s + margin)")
+        assert kubelet.live_seen == []  # never two drivers not being deleted at once
+        assert get_app(api, namespace, APP)["status"]["restarts"]["lastFailureReason"] == "DriverDeleted"
+
+
+def test_a_partitioned_driver_that_still_renews_its_lease_is_never_force_deleted(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            _lose(api, namespace, kubelet, old)  # cut off from the operator and its kubelet, not from the API server
+
+            def waiting() -> bool:
+                progressing = condition(get_app(api, namespace, APP), "Progressing") or {}
+                return progressing.get("reason") == fence.WAITING
+
+            wait_for(waiting, timeout=60, what="the operator waiting for the driver Lease")
+            until = time.monotonic() + 2 * (LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS)
+            while time.monotonic() < until:  # it keeps deciding (its fence polls every second) and keeps waiting
+                assert _pod(api, namespace, 1) is not None, "force-deleted while its driver renewed its Lease"
+                assert _pod(api, namespace, 2) is None, "a second driver while the first renewed its Lease"
+                time.sleep(0.5)
+            assert waiting()
+            holder.stop()  # it stops at last (the renew deadline, or the partition reached the API server too)
+            _assert_started_after_expiry(api, namespace, holder)
+        assert kubelet.live_seen == []
+
+
+def test_a_silent_driver_whose_lease_expired_is_replaced_without_waiting_for_the_heartbeat_timeout(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node, heartbeat="10m"))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            holder.stop()  # powered off, and nobody deletes its pod: the operator notices it has gone silent
+            kubelet.freeze(old.metadata.name)
+            following = wait_for(lambda: _running(api, namespace, 2), timeout=120, what="attempt 2 runs")
+        assert _pod(api, namespace, 1) is None
+        assert holder.last_renewal is not None
+        assert (following.metadata.creation_timestamp - holder.last_renewal).total_seconds() >= LEASE_SECONDS - 1
+        status = get_app(api, namespace, APP)["status"]
+        assert status["restarts"]["lastFailureReason"] == fence.LEASE_EXPIRED  # not DriverUnresponsive after 10m
+        assert kubelet.live_seen == []
+
+
+def test_an_executor_stuck_on_a_lost_node_is_force_deleted_so_that_spark_replaces_it(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """Spark's allocator counts an executor pod that is still Running towards its target, and a pod on a lost node
+    stays Running even once deleted: the operator confirms the deletion Spark asked for (core/executors.py)."""
+    core = client.CoreV1Api(api)
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, app_manifest(APP, executor={"instances": 2}))
+        driver = wait_for(lambda: _running(api, namespace, 1), what="driver 1 runs")
+        labels = {names.APP: APP, names.ROLE: names.ROLE_EXECUTOR}
+        executor = {
+            "metadata": {"name": f"{APP}-exec-2", "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "executor", "image": "spark"}]},
+        }
+        core.create_namespaced_pod(namespace, executor)
+        core.patch_namespaced_pod_status(f"{APP}-exec-2", namespace, {"status": {"phase": "Running"}})
+        unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "no heartbeat"}
+        core.patch_node_status(node, {"status": {"conditions": [unknown]}})  # the node is lost
+        # Spark gives the executor up (its heartbeats stopped): it deletes the pod, and one fewer is registered
+        core.delete_namespaced_pod(f"{APP}-exec-2", namespace, grace_period_seconds=1)
+        stuck = core.read_namespaced_pod(f"{APP}-exec-2", namespace)
+        assert stuck.metadata.deletion_timestamp is not None and stuck.status.phase == "Running"  # no kubelet
+        kubelet.drivers[driver.metadata.name].registered_executors = 1
+
+        def gone() -> bool:
+            return not [
+                pod for pod in core.list_namespaced_pod(namespace).items if pod.metadata.name == f"{APP}-exec-2"
+            ]
+
+        wait_for(gone, timeout=90, what="the stuck executor pod force-deleted")
+        assert "ExecutorForceDeleted" in {event.reason for event in events_for(api, namespace, APP)}
+        assert _pod(api, namespace, 1) is not None  # the driver untouched

@@ -1,0 +1,112 @@
+"""testbed.kind without a cluster: the runtime wrapper, the per-run podman configuration, the node
+image's recipe and the cluster's leak check."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed.kind import cluster, nodeimage, podman
+
+
+def _fake_runc(tmp_path: Path) -> Path:
+    """A stand-in runc that records its arguments (the wrapper's job ends at exec)."""
+    script = tmp_path / "runc"
+    script.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "argv"}\n')
+    script.chmod(0o755)
+    return script
+
+
+def _wrapper(tmp_path: Path, *arguments: str) -> str:
+    env = {**os.environ, "HEADRACE_RUNC": str(_fake_runc(tmp_path))}
+    subprocess.run([str(podman.RUNTIME_WRAPPER), *arguments], env=env, check=True)
+    return (tmp_path / "argv").read_text().strip()
+
+
+def test_the_runtime_wrapper_drops_rlimits_from_the_bundle_and_passes_every_argument(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    spec = {"process": {"args": ["/sbin/init"], "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1048576}]}}
+    (bundle / "config.json").write_text(json.dumps(spec))
+    argv = _wrapper(tmp_path, "--root", "/run/x", "--log-format", "json", "create", "--bundle", str(bundle), "c1")
+    assert argv == f"--root /run/x --log-format json create --bundle {bundle} c1"
+    assert json.loads((bundle / "config.json").read_text()) == {"process": {"args": ["/sbin/init"]}}
+
+
+def test_the_runtime_wrapper_drops_rlimits_from_an_exec_process_file(tmp_path: Path) -> None:
+    process = tmp_path / "process.json"
+    process.write_text(json.dumps({"args": ["ls"], "rlimits": [{"type": "RLIMIT_NPROC", "hard": 4194304}]}))
+    _wrapper(tmp_path, "exec", "--process", str(process), "--detach", "c1")
+    assert json.loads(process.read_text()) == {"args": ["ls"]}
+
+
+def test_the_runtime_wrapper_leaves_other_commands_alone(tmp_path: Path) -> None:
+    assert _wrapper(tmp_path, "--root", "/run/x", "state", "c1") == "--root /run/x state c1"
+
+
+def test_podman_runs_the_wrapper_through_a_per_checkout_conf_never_the_global_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HEADRACE_CACHE", str(tmp_path))
+    env = podman.environment()
+    conf = Path(env["CONTAINERS_CONF"])
+    assert conf.is_relative_to(tmp_path)
+    assert f'headrace-runc = ["{podman.RUNTIME_WRAPPER}"]' in conf.read_text()
+    assert 'runtime = "headrace-runc"' in conf.read_text()
+    assert env["KIND_EXPERIMENTAL_PROVIDER"] == "podman"
+
+
+def test_the_cluster_config_has_one_control_plane_two_workers_and_allows_cgroup_v1() -> None:
+    config = yaml.safe_load(cluster.CLUSTER_CONFIG)
+    assert [node["role"] for node in config["nodes"]] == ["control-plane", "worker", "worker"]
+    assert config["networking"]["podSubnet"] == nodeimage.POD_SUBNET
+    assert yaml.safe_load(config["kubeadmConfigPatches"][0]) == {
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+    }
+
+
+def test_the_default_cni_is_kube_router_from_the_preloaded_image_enforcing_policies() -> None:
+    documents = list(yaml.safe_load_all(nodeimage.kube_router_manifest()))
+    daemonset = next(document for document in documents if document["kind"] == "DaemonSet")
+    container = daemonset["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == nodeimage.KUBE_ROUTER_IMAGE
+    assert container["imagePullPolicy"] == "Never"
+    assert "--run-firewall=true" in container["args"]
+    assert "--run-router=true" in container["args"]
+
+
+def test_the_base_runtime_spec_has_no_rlimits() -> None:
+    default = {"process": {"rlimits": [{"type": "RLIMIT_NOFILE"}], "args": []}, "hooks": {}}
+    spec = nodeimage.cri_base_spec(default)
+    assert spec == {"process": {"args": []}, "hooks": {}}
+    assert "rlimits" in default["process"]  # the input is left as it was
+
+
+def test_the_node_containerd_restricts_oom_score_adj_and_uses_kubeadms_pause_image() -> None:
+    config = nodeimage.containerd_config("registry.k8s.io/pause:3.10.1")
+    assert 'sandbox_image = "registry.k8s.io/pause:3.10.1"' in config
+    assert "restrict_oom_score_adj = true" in config
+
+
+def test_image_names_and_the_node_image_digest() -> None:
+    assert nodeimage.image_name_of("registry.k8s.io/coredns/coredns:v1.12.1") == "coredns"
+    assert nodeimage.image_name_of("registry.k8s.io/kube-apiserver:v1.35.4") == "kube-apiserver"
+    one = nodeimage.inputs_digest([("a", "1"), ("b", "2")])
+    assert one == nodeimage.inputs_digest([("b", "2"), ("a", "1")])
+    assert one != nodeimage.inputs_digest([("a", "1"), ("b", "3")])
+    assert nodeimage.node_image_ref(one).startswith("localhost/headrace/kind-node:v")
+
+
+def test_leftovers_name_only_what_appeared_since() -> None:
+    empty: frozenset[str] = frozenset()
+    before = cluster.HostState(frozenset({"other"}), empty, frozenset({"podman"}), frozenset({"eth0"}), empty, empty)
+    containers, links = frozenset({"other", "headrace-worker"}), frozenset({"eth0", "veth1"})
+    after = cluster.HostState(containers, empty, frozenset({"podman"}), links, empty, empty)
+    assert after.leftovers(before) == {"containers": ["headrace-worker"], "links": ["veth1"]}
+    assert before.leftovers(before) == {}
