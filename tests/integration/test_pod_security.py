@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from headrace.adapters.kube import KubeClient
 from headrace.api.models import StreamingAppSpec
-from headrace.render import manifests
+from headrace.render import identity, manifests
 
 RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
@@ -23,7 +23,7 @@ RESTRICTED = {
 }
 
 
-def _attempt(namespace: str) -> manifests.Attempt:
+def _attempt(namespace: str, **extra: Any) -> manifests.Attempt:
     spec = StreamingAppSpec.model_validate(
         {
             "image": "localhost/headrace/spark:0.1.0",
@@ -32,6 +32,7 @@ def _attempt(namespace: str) -> manifests.Attempt:
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
             "volumeMounts": [{"name": "data", "mountPath": "/var/lib/headrace"}],
             "executor": {"podTemplate": {"spec": {"securityContext": {"fsGroup": 185}}}},
+            **extra,
         }
     )
     return manifests.Attempt(
@@ -88,3 +89,51 @@ def test_rendered_pods_are_admitted_where_restricted_is_enforced(kube_api: ApiCl
     with pytest.raises(ApiException) as refused:
         core.create_namespaced_pod(restricted, bare, dry_run="All")
     assert refused.value.status == 403 and "violates PodSecurity" in str(refused.value.body)
+
+
+ARBITRARY_UID = {"spec": {"securityContext": {"runAsUser": 1000870000, "fsGroup": 1000870000}}}
+PLACEMENT = {
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+    "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}
+    ],
+    "memoryOverhead": "512m",
+    "ephemeralStorage": "2Gi",
+    "extendedResources": {"example.com/dongle": "1"},
+    "podTemplate": ARBITRARY_UID,
+}
+
+
+def test_every_typed_field_renders_pods_the_api_server_admits_where_restricted_is_enforced(
+    kube_api: ApiClient, restricted: str
+) -> None:
+    """Web identity's projected token, image pull secrets, typed scheduling and resources, an arbitrary uid: the
+    driver pod and an executor pod pass the API server's validation and the restricted standard (dry run)."""
+    web = {"s3": {"webIdentity": {"roleArn": "arn:aws:iam::123456789012:role/clicks", "stsEndpoint": "http://sts"}}}
+    attempt = _attempt(
+        restricted,
+        state={"checkpointDir": "s3a://bucket/state", **web},
+        volumes=[],
+        volumeMounts=[],
+        imagePullSecrets=[{"name": "registry"}],
+        serviceAccount={"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/clicks"}},
+        driver=PLACEMENT,
+        executor=PLACEMENT,
+    )
+    kube = KubeClient(kube_api)
+    for obj in manifests.rbac(attempt.app, restricted, attempt.app_uid, attempt):
+        if obj["kind"] == "ServiceAccount":
+            kube.create(_unowned(obj))
+    core = client.CoreV1Api(kube_api)
+    for pod in (manifests.driver_pod(attempt), _executor_pod(attempt)):
+        created = core.create_namespaced_pod(restricted, _unowned(pod), dry_run="All")
+        assert created.spec.security_context.run_as_user == 1000870000
+        assert created.spec.tolerations[0].key == "nvidia.com/gpu"
+        (token,) = [volume for volume in created.spec.volumes if volume.name == identity.TOKEN_VOLUME]
+        assert token.projected.sources[0].service_account_token.audience == "sts.amazonaws.com"
+        limits = created.spec.containers[0].resources.limits
+        assert limits["example.com/dongle"] == "1" and limits["ephemeral-storage"] == "2Gi"
+    account = core.read_namespaced_service_account("clicks-spark", restricted)
+    assert account.metadata.annotations["eks.amazonaws.com/role-arn"].endswith("role/clicks")

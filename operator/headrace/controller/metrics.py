@@ -17,7 +17,7 @@ from headrace.api.models import Phase, StreamingAppStatus, StreamingSavepointSpe
 from headrace.api.vocabulary import RESTART_REASON_LABELS, RestartReasonLabel
 from headrace.controller.workqueue import Lane
 from headrace.core import transitions
-from headrace.core.plan import Action, EventType
+from headrace.core.plan import Action, EventType, Started
 from headrace.core.restarts import restart_begun
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
@@ -166,15 +166,20 @@ class OperatorMetrics:
             self.savepoint_seconds.labels(trigger).observe(max(seconds, 0.0))
 
     def record_decision(
-        self, key: tuple[str, str], previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
+        self,
+        key: tuple[str, str],
+        previous: StreamingAppStatus,
+        new: StreamingAppStatus,
+        now: datetime,
+        started: Started | None = None,
     ) -> None:
-        """An app's status went from `previous` to `new` (recorded) at `now`: its phase, a restart it
-        scheduled, the lifecycle transition that ended (the transition underway is kept here between
-        decisions), its last batch age."""
+        """An app's status went from `previous` to `new` (recorded) at `now` by a decision that started
+        `started` (its plan's): its phase, a restart it scheduled, the lifecycle transition that ended (the
+        transition underway is kept here between decisions), its last batch age."""
         self.record_phase(key, new.phase)
         if restart_begun(previous, new):
             self.restarts.labels(restart_reason_label(new.restarts.lastFailureReason)).inc()
-        moved = transitions.step(self._underway.pop(key, None), previous, new, now)
+        moved = transitions.step(self._underway.pop(key, None), previous, new, now, started)
         if moved.underway is not None:
             self._underway[key] = moved.underway
         if moved.ended is not None:

@@ -47,7 +47,7 @@ class StatusRecorder:
             self.cache.wrote("app", written)
             if (pending := new.pendingOperation) is not None:
                 failpoints.hit(f"after-status:{pending.kind}/{pending.step}")
-        self.metrics.record_decision((metadata["namespace"], metadata["name"]), previous, new, now)
+        self.metrics.record_decision((metadata["namespace"], metadata["name"]), previous, new, now, plan.started)
         return written
 
     def unreadable_conditions(self, body: dict[str, Any], conditions: list[dict[str, Any]]) -> None:

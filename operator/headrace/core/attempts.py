@@ -11,7 +11,7 @@ from headrace.core import fence
 from headrace.core.builder import Builder, parse_spec_json, spec_hash, spec_json
 from headrace.core.conditions import get_condition
 from headrace.core.observation import DriverPod, Observation
-from headrace.core.plan import DeletePod, EnsureDriver, Plan
+from headrace.core.plan import NEW_ATTEMPT, DeletePod, EnsureDriver, Plan, Started
 from headrace.core.restarts import NEVER_RAN_REASONS
 from headrace.core.timefmt import format_time
 
@@ -67,8 +67,23 @@ def start_attempt(
     builder.condition("Ready", "False", "DriverStarting", f"driver {started.driverPod} is starting")
     builder.condition("Progressing", "True", why, f"run {run}, attempt {attempt}")
     builder.requeue(0)
+    builder.start(_transition(builder, spec, why, restore_from))
     continue_start(builder, observation, started)
     return started
+
+
+def _transition(builder: Builder, spec: StreamingAppSpec, why: Phase, restore_from: str | None) -> Started:
+    """The lifecycle transition a new attempt or run starts, named after why it starts (its phase)."""
+    if why in ("Restarting", "RolledBack"):
+        return Started("recover", NEW_ATTEMPT, continues=frozenset({"recover"}))
+    recorded = builder.app.status
+    if why == "Upgrading":
+        running = parse_spec_json(recorded.lastReconciledSpec)
+        partitions = running.state.partitions if running is not None else None
+        repartitioned = restore_from is not None and partitions != spec.state.partitions
+        return Started("rescale" if repartitioned else "upgrade", NEW_ATTEMPT, frozenset({"upgrade", "rescale"}))
+    resumed = recorded.phase == "Suspended" and recorded.run is not None  # else the first run (or created suspended)
+    return Started("resume" if resumed else "deploy", NEW_ATTEMPT)
 
 
 def next_attempt(builder: Builder, spec: StreamingAppSpec, observation: Observation, *, why: Phase) -> RunStatus:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from headrace.api.models import Phase, StreamingAppSpec, StreamingAppStatus
 from headrace.core.conditions import ConditionStatus, set_condition
-from headrace.core.plan import Action, Event, Plan
+from headrace.core.plan import OPERATION, Action, Event, Plan, Started
 from headrace.core.validation import DEFAULT_POLICY, Problem, TenantPolicy
 
 
@@ -65,6 +65,7 @@ class Builder:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     error_reported: bool = False
+    started: Started | None = None
 
     def report_error(self, reason: str, message: str) -> None:
         """Why the user's spec is not applied: status.error, the Degraded condition, an event once."""
@@ -92,6 +93,11 @@ class Builder:
             self.events.append(Event("Warning" if warning else "Normal", phase, message))
         self.status.phase = phase
 
+    def start(self, started: Started) -> None:
+        """This decision starts a lifecycle transition; of several, the one with the first cause stands."""
+        if self.started is None or started.cause < self.started.cause:
+            self.started = started
+
     def event(self, reason: str, message: str, *, warning: bool = False) -> None:
         """Post an event."""
         self.events.append(Event("Warning" if warning else "Normal", reason, message))
@@ -111,4 +117,14 @@ class Builder:
             actions=tuple(self.actions),
             events=tuple(self.events),
             requeue_after=self.requeue_after,
+            started=self._started(),
         )
+
+    def _started(self) -> Started | None:
+        """The transition started; a stop-with-savepoint begun counts only while its entry is still pending (one
+        given up in the same decision started nothing)."""
+        started, pending = self.started, self.status.pendingOperation
+        if started is not None and started.cause == OPERATION:
+            kind = "Upgrade" if started.transition == "upgrade" else "Suspend"
+            return started if pending is not None and pending.kind == kind else None
+        return started

@@ -138,12 +138,34 @@ class Event:
     message: str
 
 
+Transition = Literal["deploy", "recover", "upgrade", "rescale", "suspend", "resume"]
+"""The lifecycle transitions the operator times (`headrace.core.transitions`, metric headrace_transition_duration)."""
+
+FAILURE, NEW_ATTEMPT, OPERATION, SUSPENDED, RESCALED = range(5)
+"""What started a transition, the first outranking the rest when one decision starts several: a failure counted, a
+new attempt or run, a stop-with-savepoint begun (upgrade, suspend), the app suspended, executors rescaled in place."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A lifecycle transition a decision started. One of a kind in `continues` already underway goes on under this
+    name, timed from its own start (the next attempt of a recover; the new run of an upgrade whose savepoint began
+    it); `executors`: an in-place rescale's target."""
+
+    transition: Transition
+    cause: int
+    continues: frozenset[Transition] = frozenset()
+    executors: int | None = None
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What to do now: record `status` first, then act, then reconcile again after `requeue_after`."""
+    """What to do now: record `status` first, then act, then reconcile again after `requeue_after`; `started`: the
+    lifecycle transition this decision starts, if any."""
 
     status: StreamingAppStatus
     actions: tuple[Action, ...] = ()
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     notes: tuple[str, ...] = field(default=())
+    started: Started | None = None

@@ -54,7 +54,7 @@ from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, 
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
-from headrace.core.plan import DeletePod, Plan, RescaleInPlace
+from headrace.core.plan import FAILURE, RESCALED, DeletePod, Plan, RescaleInPlace, Started
 from headrace.core.restarts import exhausted_why, healthy_reset, record_failure, recovery_summary
 from headrace.core.startup import FIRST_BATCH_EVENT, first_batch_message
 from headrace.core.timefmt import format_time, parse_time
@@ -305,6 +305,7 @@ def _refused(
         builder.status.restarts, _ = record_failure(
             builder.status.restarts, spec.restartPolicy, reason=DRIVER_REFUSED, message=message, now=builder.now
         )
+        builder.start(Started("recover", FAILURE))
         builder.status.run = previous
         builder.status.lastReconciledSpec = (
             pending.previousSpec
@@ -527,6 +528,7 @@ def _failure(
     (`observation` given), the next attempt starts at once: the standby, promoted once the failed driver is gone."""
     policy = spec.restartPolicy
     restarts, verdict = record_failure(builder.status.restarts, policy, reason=reason, message=message, now=builder.now)
+    builder.start(Started("recover", FAILURE))
     committed = failures.committed_in_attempt(builder.status.progress, builder.status.run)
     restarts = failures.count_startup_failure(restarts, committed=committed)
     builder.status.restarts = restarts
@@ -685,6 +687,8 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         builder.event(
             "RescalingInPlace", f"executors {running_spec.executor.instances} -> {spec.executor.instances}, no restart"
         )
+        if builder.app.status.executors != spec.executor.instances:
+            builder.start(Started("rescale", RESCALED, executors=spec.executor.instances))
         builder.status.executors = spec.executor.instances
     builder.status.lastReconciledSpec = spec_json(spec)
     if wanted is not None and spec.state.savepointDir:

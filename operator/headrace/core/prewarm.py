@@ -30,6 +30,7 @@ from headrace.core.attempts import delete_pods, ensure, expected_commits, next_a
 from headrace.core.builder import Builder
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, Observation
+from headrace.core.plan import OPERATION, Started
 from headrace.core.timefmt import format_time, parse_time
 
 PREWARM_POLL_SECONDS = 2.0  # how often a warming driver is asked whether it reached its gate
@@ -62,6 +63,9 @@ def begin(
     run = builder.status.run
     assert run is not None
     goal = target(builder, spec, run, move=move is not None)
+    recorded = builder.app.status.pendingOperation
+    if recorded is None or recorded.kind != "Upgrade":
+        builder.start(Started("upgrade", OPERATION))
     pending = PrewarmUpgrade(
         startedAt=format_time(builder.now), targetSpecHash=goal.specHash, prewarmDriver=goal.driverPod, move=move
     )

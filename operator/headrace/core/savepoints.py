@@ -40,10 +40,13 @@ from headrace.core.changes import savepoint_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, SavepointResource
 from headrace.core.plan import (
+    OPERATION,
+    SUSPENDED,
     CreateSavepointResource,
     DeletePod,
     DeleteSavepointResource,
     SetSavepointStatus,
+    Started,
     TakeSavepoint,
 )
 from headrace.core.timefmt import format_time, parse_time
@@ -79,6 +82,9 @@ def begin(
     app = builder.app
     name = name or names.savepoint_name(app.name, reason, builder.now)
     entry = _OPERATIONS[kind]
+    recorded = builder.app.status.pendingOperation
+    if kind != "Savepoint" and (recorded is None or recorded.kind != kind):  # not a retry of the same operation
+        builder.start(Started("upgrade" if kind == "Upgrade" else "suspend", OPERATION))
     builder.status.pendingOperation = entry(
         startedAt=format_time(builder.now), savepoint=name, reason=reason, targetSpecHash=spec_hash(spec), tries=tries
     )
@@ -251,6 +257,8 @@ def _suspended(builder: Builder, pod: DriverPod | None, savepoint: str | None) -
         builder.actions.append(DeletePod(name=pod.name, reason="suspended"))
     builder.status.suspendedSavepoint = savepoint
     builder.status.pendingOperation = None
+    if builder.app.status.phase not in (None, "Suspended"):
+        builder.start(Started("suspend", SUSPENDED, continues=frozenset({"suspend"})))
     where = f"savepoint {savepoint}" if savepoint else "the latest checkpoint of the current run"
     builder.phase("Suspended", f"suspended; resuming restores {where}")
     builder.condition("Ready", "False", "Suspended", f"resuming restores {where}")

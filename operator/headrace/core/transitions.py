@@ -1,8 +1,9 @@
 """Which lifecycle transition a decision ended, and how long it took; the age of a running app's last batch.
 
 Owns: `Underway` (a transition in progress: which one, since when) and `step(underway, previous,
-new, now)`, which compares the status before and after one decision and says which transition
-started, which ended and with what duration. The metrics observe only what `step` returns.
+new, now, started)`, which takes the transition a decision started from its plan (`Plan.started`:
+the planner says which, where it starts it), and from the status before and after it which one
+ended and with what duration. The metrics observe only what `step` returns.
 
     deploy   first driver requested (run 1, attempt 1)       -> that driver Running (Ready True)
     recover  driver failure seen (restarts.total grew)       -> the replacement Running
@@ -29,14 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal, get_args
+from typing import Final, get_args
 
 from headrace.api.models import RunStatus, StreamingAppStatus
-from headrace.core.builder import parse_spec_json
 from headrace.core.conditions import get_condition
+from headrace.core.plan import Started, Transition
 from headrace.core.timefmt import parse_time
 
-Transition = Literal["deploy", "recover", "upgrade", "rescale", "suspend", "resume"]
 TRANSITIONS: Final[tuple[Transition, ...]] = get_args(Transition)
 
 
@@ -65,10 +65,16 @@ class Step:
     ended: Ended | None = None
 
 
-def step(underway: Underway | None, previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime) -> Step:
-    """Compare the status before (`previous`) and after (`new`) a decision made at `now`."""
+def step(
+    underway: Underway | None,
+    previous: StreamingAppStatus,
+    new: StreamingAppStatus,
+    now: datetime,
+    started: Started | None = None,
+) -> Step:
+    """A decision made at `now` that recorded `new` over `previous` and started `started` (its plan's)."""
     current = underway if underway is not None else adopted(previous)
-    current = _started(current, previous, new, now) or current
+    current = _begun(started, current, now) or current
     if current is None or new.phase in ("Failed", "Completed") or _abandoned(current, previous, new):
         return Step(None)
     if _ended(current, previous, new):
@@ -104,39 +110,13 @@ def last_batch_age(status: StreamingAppStatus, now: datetime) -> float | None:
     return max((now - parse_time(status.progress.lastBatchTime)).total_seconds(), 0.0)
 
 
-def _started(
-    underway: Underway | None, previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
-) -> Underway | None:
-    """The transition this decision started (or continued under another name), if any."""
-    if new.restarts.total > previous.restarts.total:
-        return Underway("recover", now)
-    if new.run is not None and _attempt(new.run) != _attempt(previous.run):
-        return _new_attempt(underway, previous, new, now)
-    kind = new.pendingOperation.kind if new.pendingOperation is not None else None
-    was = previous.pendingOperation.kind if previous.pendingOperation is not None else None
-    if kind in ("Upgrade", "Suspend") and was != kind:
-        return Underway("upgrade" if kind == "Upgrade" else "suspend", now)
-    entering_suspended = new.phase == "Suspended" and previous.phase not in (None, "Suspended")
-    if entering_suspended and (underway is None or underway.transition != "suspend"):
-        return Underway("suspend", now)
-    if new.run is not None and new.executors != previous.executors:
-        return Underway("rescale", now, executors=new.executors)
-    return None
-
-
-def _new_attempt(
-    underway: Underway | None, previous: StreamingAppStatus, new: StreamingAppStatus, now: datetime
-) -> Underway:
-    """A new attempt or run started: name the transition after why (the phase the planner gave it)."""
-    assert new.run is not None
-    if new.phase in ("Restarting", "RolledBack"):
-        return underway if underway is not None and underway.transition == "recover" else Underway("recover", now)
-    if new.phase == "Upgrading":
-        since = underway.since if underway is not None and underway.transition in ("upgrade", "rescale") else now
-        repartitioned = new.run.restoredFrom is not None and _partitions(previous) != _partitions(new)
-        return Underway("rescale" if repartitioned else "upgrade", since)
-    resumed = previous.phase == "Suspended" and previous.run is not None  # else the first run (or created suspended)
-    return Underway("resume" if resumed else "deploy", now)
+def _begun(started: Started | None, underway: Underway | None, now: datetime) -> Underway | None:
+    """The transition the decision's plan started (or continued under its name), if any."""
+    if started is None:
+        return None
+    if underway is not None and underway.transition in started.continues:
+        return Underway(started.transition, underway.since)
+    return Underway(started.transition, now, executors=started.executors)
 
 
 def _ended(underway: Underway, previous: StreamingAppStatus, new: StreamingAppStatus) -> bool:
@@ -168,8 +148,3 @@ def _ready(status: StreamingAppStatus) -> bool:
 
 def _attempt(run: RunStatus | None) -> tuple[int, int] | None:
     return (run.number, run.attempt) if run is not None else None
-
-
-def _partitions(status: StreamingAppStatus) -> int | None:
-    spec = parse_spec_json(status.lastReconciledSpec)
-    return spec.state.partitions if spec is not None else None

@@ -23,9 +23,9 @@ def value(metrics: OperatorMetrics, name: str, **labels: str) -> float | None:
 def decided(
     metrics: OperatorMetrics, status: StreamingAppStatus, observation: Observation, now: datetime
 ) -> StreamingAppStatus:
-    new = decide(view(status=status), observation, now).status
-    metrics.record_decision(KEY, status, new, now)
-    return new
+    plan = decide(view(status=status), observation, now)
+    metrics.record_decision(KEY, status, plan.status, now, plan.started)
+    return plan.status
 
 
 def test_savepoint_and_transition_series_start_at_zero() -> None:
@@ -123,9 +123,10 @@ def test_a_no_progress_restart_counts_as_no_progress() -> None:
     status = decided(metrics, StreamingAppStatus(), seen(), T0)
     backlog = DriverProgress(ready=True, last_batch_id=0, last_batch_time=T0, source_backlog=100.0)
     app = view(spec(restartPolicy__progressTimeout="1m"), status=status)
-    stuck = decide(app, Observation(drivers=(pod(),), progress=backlog), later(120)).status
+    plan = decide(app, Observation(drivers=(pod(),), progress=backlog), later(120))
+    stuck = plan.status
     assert stuck.restarts.lastFailureReason == "NoProgress"
-    metrics.record_decision(KEY, status, stuck, later(120))
+    metrics.record_decision(KEY, status, stuck, later(120), plan.started)
     assert value(metrics, "headrace_driver_restarts_total", reason="NoProgress") == 1
     assert value(metrics, "headrace_driver_restarts_total", reason="Other") == 0
     metrics.record_decision(KEY, stuck, stuck, later(121))  # the same restart, seen again

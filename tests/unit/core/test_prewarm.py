@@ -187,8 +187,8 @@ def test_a_pre_warm_is_dropped_when_the_old_driver_stops_or_the_spec_changes_aga
 
 def test_the_warm_up_counts_in_the_upgrade_transition() -> None:
     status = running()
-    created = decide(view(NEW, status), Observation(drivers=(pod(),), progress=PROCESSING), later(2)).status
-    started = step(None, status, created, later(2))
+    plan = decide(view(NEW, status), Observation(drivers=(pod(),), progress=PROCESSING), later(2))
+    started = step(None, status, plan.status, later(2), plan.started)
     assert started.underway is not None and started.underway.transition == "upgrade"
     assert started.underway.since == later(2)
 

@@ -27,7 +27,7 @@ class Operator:
 
     def reconcile(self, observation: Observation, now: datetime) -> StreamingAppStatus:
         plan = decide(view(self.app_spec, self.status, self.generation), observation, now)
-        moved = step(self.underway, self.status, plan.status, now)
+        moved = step(self.underway, self.status, plan.status, now, plan.started)
         self.status, self.underway, self.actions = plan.status, moved.underway, plan.actions
         if moved.ended is not None:
             self.ended.append(moved.ended)
