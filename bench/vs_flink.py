@@ -764,7 +764,7 @@ def latency_phase(
     producer.aim(topic, rate)
     window, close = shape.window_seconds, shape.watermark_seconds
     began = time.time()
-    time.sleep(shape.latency_windows * window + 1)
+    time.sleep((shape.latency_windows + 1) * window + close + 1)  # the first window opens up to one window in
     ended = time.time()
     first = (int(began) // window + 1) * window  # the first window starting in the phase
     starts = [start for start in range(first, int(ended) - close, window) if start + window + close <= ended]
