@@ -986,15 +986,18 @@ def flink_python() -> Path:
 
 
 @contextlib.contextmanager
-def _workdir() -> Iterator[Path]:
+def _workdir(keep: bool) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="headrace-vs-flink-"))
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        if keep:
+            print(f"kept: {path} (sinks, checkpoints, logs)", flush=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
 
 
-def run(shape: Shape, log: Any = print) -> str:
+def run(shape: Shape, log: Any = print, keep: bool = False) -> str:
     """The whole comparison; returns the report."""
     from testbed import maven
     from testbed.kafka import KafkaBroker, create_topic, spark_kafka_jars
@@ -1002,7 +1005,7 @@ def run(shape: Shape, log: Any = print) -> str:
     python = flink_python()
     flink_jars = maven.resolve([FLINK_KAFKA_CONNECTOR], exclude_provided_by_spark=False)
     spark_jars = spark_kafka_jars()
-    with _workdir() as workdir, KafkaBroker() as broker:
+    with _workdir(keep) as workdir, KafkaBroker() as broker:
         bootstrap = broker.bootstrap_servers
         producer = Producer(bootstrap, shape.window_seconds)
         try:
@@ -1034,6 +1037,7 @@ def main() -> None:
     """Print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a smoke test of minutes (10 s windows, short steps)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (sinks, checkpoints, logs)")
     parser.add_argument("--flink-job", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--spark-job", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--realtime-probe", metavar="CONFIG", help=argparse.SUPPRESS)
@@ -1049,7 +1053,7 @@ def main() -> None:
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the clean-up below runs on a plain kill too
     began = time.monotonic()
-    print(run(QUICK if options.quick else Shape()), flush=True)
+    print(run(QUICK if options.quick else Shape(), keep=options.keep), flush=True)
     print(f"({time.monotonic() - began:.0f} s)", flush=True)
 
 
