@@ -35,7 +35,10 @@ CLIENT_GROUPS = {
     "custom": models.GROUP,
     "coordination": "coordination.k8s.io",
     "networking": "networking.k8s.io",
+    "policy": "policy",
 }
+# Resources without a namespace: the operator's calls on them need a ClusterRole (the Nodes its drivers run on).
+CLUSTER_SCOPED = {("", "nodes")}
 VERBS = {
     "get": "get",
     "read": "get",
@@ -145,10 +148,12 @@ def operator_called_methods() -> set[str]:
     return names
 
 
-def adapter_needs() -> set[Need]:
-    """Permissions of every adapter method the operator calls."""
+def adapter_needs(*, cluster_scoped: bool = False) -> set[Need]:
+    """Permissions of every adapter method the operator calls: on namespaced resources, or (`cluster_scoped`) on
+    resources without a namespace."""
     called = operator_called_methods()
-    return {need for method, needs in adapter_method_needs().items() if method in called for need in needs}
+    needs = {need for method, needs in adapter_method_needs().items() if method in called for need in needs}
+    return {need for need in needs if ((need.group, need.resource) in CLUSTER_SCOPED) == cluster_scoped}
 
 
 def lease_needs() -> set[Need]:
@@ -209,7 +214,8 @@ def namespaced_needs() -> set[Need]:
 
 
 # kopf observes CRDs always, and namespaces when it watches a list of them (kopf._core.reactor.observation); the
-# operator's own CRD watch (headrace.handlers, a CRD replaced under it) needs the same.
+# operator's own CRD watch (headrace.handlers, a CRD replaced under it) needs the same; and the adapter's calls on
+# cluster-scoped resources (reading a driver's Node: whether it is drained or lost).
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
-CLUSTER_NEEDS_ALWAYS = {Need(*CRDS, verb) for verb in ("list", "watch")}
+CLUSTER_NEEDS_ALWAYS = {Need(*CRDS, verb) for verb in ("list", "watch")} | adapter_needs(cluster_scoped=True)
 CLUSTER_NEEDS_WATCHING_NAMESPACES = {Need("", "namespaces", verb) for verb in ("list", "watch")}

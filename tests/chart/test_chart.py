@@ -14,7 +14,7 @@ from headrace.render import manifests
 from headrace.settings import OperatorSettings
 
 from .helm import CHART, PROMETHEUS_OPERATOR_API, by_kind, helm, operator_environ, render, sample_attempt
-from .operator_needs import Need, namespaced_needs
+from .operator_needs import CLUSTER_NEEDS_ALWAYS, CLUSTER_NEEDS_WATCHING_NAMESPACES, Need, namespaced_needs
 
 WATCHED = {"watchNamespaces": ["analytics", "fraud"]}
 EVERYTHING = {
@@ -124,9 +124,9 @@ def _granted(role: dict[str, Any]) -> set[Need]:
 def test_by_default_the_operator_watches_and_may_act_in_the_release_namespace_only(tmp_path: Path) -> None:
     manifests = render(tmp_path)
     assert _environ(by_kind(manifests, "Deployment")[0])["HEADRACE_NAMESPACES"] == "headrace-system"
-    (discovery,) = by_kind(manifests, "ClusterRole")  # the one ClusterRole reads CRDs and namespaces, nothing else
-    assert {need.resource for need in _granted(discovery)} == {"customresourcedefinitions", "namespaces"}
-    assert {need.verb for need in _granted(discovery)} == {"list", "watch"}
+    (discovery,) = by_kind(manifests, "ClusterRole")  # the one ClusterRole: CRDs, namespaces and Nodes, nothing else
+    assert _granted(discovery) == CLUSTER_NEEDS_ALWAYS | CLUSTER_NEEDS_WATCHING_NAMESPACES
+    assert {need.resource for need in _granted(discovery)} == {"customresourcedefinitions", "namespaces", "nodes"}
     (role,) = [role for role in by_kind(manifests, "Role") if role["metadata"]["name"] == "headrace"]
     assert role["metadata"]["namespace"] == "headrace-system"
     (binding,) = [item for item in by_kind(manifests, "RoleBinding") if item["metadata"]["name"] == "headrace"]

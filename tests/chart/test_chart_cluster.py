@@ -209,7 +209,7 @@ NEVER = {
     Need("headrace.dev", "streamingapps", "delete"),
     Need("headrace.dev", "streamingapps", "update"),
     Need("", "secrets", "list"),
-    Need("", "nodes", "get"),
+    Need("", "nodes", "patch"),  # it reads a driver's Node (drained or lost), never changes one
     Need("rbac.authorization.k8s.io", "clusterroles", "create"),
     Need("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
     Need("apps", "deployments", "create"),
