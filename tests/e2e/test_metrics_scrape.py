@@ -59,8 +59,9 @@ def sample_names(family: str, samples: Samples) -> set[str]:
 @pytest.fixture(scope="module")
 def running(e2e: E2E) -> Iterator[scenario.AppHandle]:
     """The windowed-counts example, running and past its first committed batch, then one more file: a
-    batch after the first carries an event-time watermark (the first runs with none)."""
-    with deployed_example(e2e, FILES) as app:
+    batch after the first carries an event-time watermark (the first runs with none). Its autoscaler is passive."""
+    # Passive autoscaling (recommend only, never acts): the operator then exports the app's recommendation too.
+    with deployed_example(e2e, FILES, autoscaler={"mode": "passive"}) as app:
         app.wait(lambda: app.status().get("phase") == "Running", 300, "phase Running")
         app.wait(app.commits, 300, "the first committed batch")
         app.input.next_file()

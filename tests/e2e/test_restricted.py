@@ -195,7 +195,9 @@ def test_permission_matrix(e2e: E2E, restricted_app: scenario.AppHandle) -> None
     executor = _matrix(e2e, namespace, namespace, names.executor_service_account(scenario.APP))
     assert {row["resource"] for row in executor} <= SELF_REVIEWS  # nothing but asking about itself
     driver = _matrix(e2e, namespace, namespace, names.service_account(scenario.APP))
-    assert {row["resource"] for row in driver} - SELF_REVIEWS == {"pods", "configmaps"}
+    assert {row["resource"] for row in driver} - SELF_REVIEWS == {"pods", "configmaps", "leases.coordination.k8s.io"}
+    (lease,) = [row for row in driver if row["resource"] == "leases.coordination.k8s.io"]
+    assert sorted(lease["verbs"]) == ["get", "update"]  # its one driver Lease (by name: the fence), nothing more
     operator = _matrix(e2e, namespace, OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
     assert {"pods", "streamingapps.headrace.dev"} <= {row["resource"] for row in operator}
     as_driver = f"--as=system:serviceaccount:{namespace}:{names.service_account(scenario.APP)}"

@@ -38,8 +38,15 @@ def test_calls_without_a_read_answer_reuse_one_connection(kube_api: ApiClient, n
     assert {f"c{index}" for index in range(CALLS)} <= names
 
 
-def _account(namespace: str, uid: str, annotations: dict[str, str]) -> dict[str, Any]:
-    owner = {"apiVersion": "headrace.dev/v1alpha1", "kind": "StreamingApp", "name": "clicks", "uid": uid}
+def _owner(kube: KubeClient, namespace: str, name: str) -> dict[str, str]:
+    """An owner reference to a real object (the garbage collector deletes an object whose owner does not exist:
+    with a made-up one the account vanished under the test on a loaded machine, a 404 in CI)."""
+    kube.create(_config_map(namespace, 0) | {"metadata": {"name": name, "namespace": namespace}})
+    uid = str(kube.core.read_namespaced_config_map(name, namespace).metadata.uid)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid}
+
+
+def _account(namespace: str, owner: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
     metadata = {"name": "clicks-spark", "namespace": namespace, "labels": {"team": "a"}, "ownerReferences": [owner]}
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**metadata, "annotations": annotations}}
 
@@ -48,13 +55,14 @@ def test_an_existing_account_of_the_app_gets_the_metadata_rendered_now(kube_api:
     """spec.serviceAccount.annotations changed on a running app: the next ensure replaces the account's
     annotations and labels (a removed one goes); an account of that name the app does not own is left alone."""
     kube = KubeClient(kube_api)
+    app, other = _owner(kube, namespace, "app"), _owner(kube, namespace, "other")
     role = {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/a", "other": "x"}
-    assert kube.create(_account(namespace, "uid-1", role)) is not None
+    assert kube.create(_account(namespace, app, role)) is not None
     changed = {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/b"}
-    assert kube.create(_account(namespace, "uid-1", changed)) is None  # it existed
+    assert kube.create(_account(namespace, app, changed)) is None  # it existed
     stored = kube.core.read_namespaced_service_account("clicks-spark", namespace)
     assert stored.metadata.annotations == changed
     assert stored.metadata.labels == {"team": "a"}
-    kube.create(_account(namespace, "uid-2", {"foreign": "y"}))  # another owner's: a failed test, nothing changed
+    kube.create(_account(namespace, other, {"foreign": "y"}))  # another owner's: a failed test, nothing changed
     stored = kube.core.read_namespaced_service_account("clicks-spark", namespace)
     assert stored.metadata.annotations == changed
