@@ -162,6 +162,14 @@ class S3Client:
     secret_key: str
     region: str = REGION
 
+    def answers(self) -> bool:
+        """Whether the server lists buckets for these credentials (a start-up health check)."""
+        try:
+            self.list_buckets()
+        except (OSError, RuntimeError):
+            return False
+        return True
+
     def request(
         self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None, timeout: float = 60
     ) -> tuple[int, bytes]:
@@ -286,7 +294,7 @@ class ObjectStore(procs.Started):
         env = {**os.environ, "ROOT_ACCESS_KEY_ID": self.access_key, "ROOT_SECRET_ACCESS_KEY": self.secret_key}
         self._process = procs.spawn("versitygw", argv, self.workdir / "versitygw.log", env=env)
         procs.wait_until_healthy(
-            self._process, self._answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
+            self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
         )
         self._argv, self._env = argv, env
         self.client().create_bucket(self.bucket)
@@ -305,15 +313,8 @@ class ObjectStore(procs.Started):
             raise RuntimeError("the gateway is running, or was never started")
         self._process = procs.spawn("versitygw", self._argv, self.workdir / "versitygw.log", env=self._env)
         procs.wait_until_healthy(
-            self._process, self._answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
+            self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
         )
-
-    def _answers(self) -> bool:
-        try:
-            self.client().list_buckets()
-        except (OSError, RuntimeError):
-            return False
-        return True
 
     def stop(self) -> None:
         """Stop the gateway and remove its directory (when it made it). Idempotent."""

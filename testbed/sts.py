@@ -163,13 +163,6 @@ class MinioSts(procs.Started):
         """A client with the root credentials."""
         return S3Client(self.endpoint, self.access_key, self.secret_key)
 
-    def _answers(self) -> bool:
-        try:
-            self.client().list_buckets()
-        except (OSError, RuntimeError):
-            return False
-        return True
-
     def start(self) -> MinioSts:
         self.root.mkdir(parents=True)
         env = {
@@ -187,7 +180,7 @@ class MinioSts(procs.Started):
         argv = [str(ensure_binary()), "server", "--quiet", *address, str(self.root)]
         self._process = procs.spawn("minio", argv, self.workdir / "minio.log", env=env)
         procs.wait_until_healthy(
-            self._process, self._answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.3
+            self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.3
         )
         self.client().create_bucket(self.bucket)
         return self
