@@ -474,24 +474,33 @@ def _converge_executors(
         )
 
 
+SUMMARY_DERIVED = frozenset({"committedBatches", "lastBatchTime", "firstBatchAt"})
+"""Fields of ProgressSummary that are not DriverProgress's field of the same (snake_case) name as it is."""
+
+
+def _snake_case(name: str) -> str:
+    """lastBatchId -> last_batch_id."""
+    return "".join(f"_{char.lower()}" if char.isupper() else char for char in name)
+
+
 def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:
-    """The driver's progress; committed batches per query only ever grow within a run (a new attempt reports
-    nothing until it commits; `start_attempt` forgets them when a run begins)."""
+    """The driver's progress: every field of ProgressSummary but `SUMMARY_DERIVED` is DriverProgress's field of the
+    same name (so a field added to the summary and not to the progress fails at once, AttributeError); committed
+    batches per query only ever grow within a run (a new attempt reports nothing until it commits;
+    `start_attempt` forgets them when a run begins)."""
     committed = dict((previous.committedBatches or {}) if previous is not None else {})
     for key, batch in progress.committed:
         committed[key] = max(batch, committed.get(key, batch))
-    return ProgressSummary(
-        committedBatches=committed or None,
-        lastBatchId=progress.last_batch_id,
-        lastBatchTime=format_time(progress.last_batch_time) if progress.last_batch_time else None,
-        inputRowsPerSecond=progress.input_rows_per_second,
-        processedRowsPerSecond=progress.processed_rows_per_second,
-        watermark=progress.watermark,
-        stateRows=progress.state_rows,
-        sourceBacklog=progress.source_backlog,
-        registeredExecutors=progress.registered_executors,
-        firstBatchAt=format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
-    )
+    same = {
+        name: getattr(progress, _snake_case(name))
+        for name in ProgressSummary.model_fields
+        if name not in SUMMARY_DERIVED
+    } | {
+        "committedBatches": committed or None,
+        "lastBatchTime": format_time(progress.last_batch_time) if progress.last_batch_time else None,
+        "firstBatchAt": format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
+    }
+    return ProgressSummary(**same)
 
 
 def _stuck(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, running_since: datetime) -> bool:

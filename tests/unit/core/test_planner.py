@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
-from headrace.api.models import SavepointRef, StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import ProgressSummary, SavepointRef, StreamingAppSpec, StreamingAppStatus
 from headrace.core.attempts import worth_recording
-from headrace.core.observation import Observation
+from headrace.core.observation import BatchTotals, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
-from headrace.core.planner import decide
+from headrace.core.planner import SUMMARY_DERIVED, _snake_case, _summary, decide
 from headrace.core.timefmt import format_time
 from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
@@ -652,8 +652,6 @@ def test_rollback_to_last_stable_spec_when_upgrade_never_becomes_stable() -> Non
 
 # ---------------------------------------------------------------------------------------- progress --
 
-from headrace.core.observation import BatchTotals, DriverProgress  # noqa: E402
-
 
 def test_progress_is_summarised_into_status() -> None:
     status = running_app()
@@ -818,3 +816,14 @@ def test_without_passive_mode_no_autoscaler_status() -> None:
     status = running_app()
     plan = step(status, Observation(drivers=(pod(),), progress=_loaded(3)), later(90))
     assert plan.status.autoscaler is None and not [e for e in plan.events if e.reason == "AutoscalerRecommends"]
+
+
+def test_the_progress_summary_takes_every_field_of_the_progress_by_name() -> None:
+    """No field-by-field copy: each summary field but the derived ones is the progress field of its name."""
+    progress = DriverProgress(last_batch_id=7, input_rows_per_second=1.5, state_rows=3, registered_executors=2)
+    summary = _summary(progress, None)
+    progress_fields = {field.name for field in fields(DriverProgress)}
+    for name in set(ProgressSummary.model_fields) - SUMMARY_DERIVED:
+        assert _snake_case(name) in progress_fields, name
+        assert getattr(summary, name) == getattr(progress, _snake_case(name)), name
+    assert (summary.lastBatchId, summary.stateRows, summary.registeredExecutors) == (7, 3, 2)
