@@ -461,7 +461,7 @@ class SavepointPolicy(Model):
 
 
 class RestoreFrom(Model):
-    """Initial state of the first run."""
+    """Initial state of the first run, and of every redeploy (a change of spec.redeployNonce)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -786,6 +786,17 @@ class StreamingAppSpec(Model):
     restartNonce: Annotated[
         int,
         Field(ge=0, description="Change it to restart the driver from the latest checkpoint."),
+        change(ChangeKind.IGNORE),
+    ] = 0
+    redeployNonce: Annotated[
+        int,
+        Field(
+            ge=0,
+            description="Change it to redeploy the app from spec.restoreFrom (Flink's savepointRedeployNonce): the "
+            "driver stops without a savepoint and a new run starts from that savepoint or path, with this spec. "
+            "Refused (the driver keeps running) while spec.restoreFrom is unset or names a savepoint that has not "
+            "succeeded; a value already applied never redeploys again.",
+        ),
         change(ChangeKind.IGNORE),
     ] = 0
     serviceAccountName: Annotated[

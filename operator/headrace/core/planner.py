@@ -42,7 +42,7 @@ from headrace.api.models import (
     TakingSavepoint,
 )
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, savepoints, standby
+from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, redeploy, savepoints, standby
 from headrace.core.attempts import (
     DRIVER_PENDING,
     continue_start,
@@ -161,7 +161,9 @@ def _first_run(builder: Builder, spec: StreamingAppSpec, observation: Observatio
 
 
 def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
-    if spec.job.state == "running":
+    if spec.job.state == "running" and redeploy.requested(builder, spec):
+        redeploy.begin(builder, spec, observation)  # refused: stays suspended, saying why
+    elif spec.job.state == "running":
         savepoints.resume(builder, spec, observation)
     else:
         fence_strays(builder, observation, None)  # no driver runs while suspended, even if the operator died
@@ -171,6 +173,11 @@ def _continue_restart(
     builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus, pending: Restart
 ) -> None:
     """Wait out the backoff, then start the next attempt of the same run (same checkpoint)."""
+    if redeploy.requested(builder, spec):  # the user chose the state to run from: no backoff, no failed attempt
+        redeploy.begin(builder, spec, observation)
+        if builder.error_reported:
+            builder.requeue(RESTORE_POLL_SECONDS)
+        return
     if pending.reason == DRIVER_REFUSED and builder.app.status.error:
         builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # stays until an attempt is accepted
     retry_at = builder.status.restarts.nextRetryAt
@@ -364,7 +371,10 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
             _failure(builder, spec, pod, "NoProgress", message, observation=observation)
             return
     if not drain.tend(builder, spec, observation, pod):  # else its node is being drained: it moves off
-        _apply_spec_change(builder, spec, observation, pod)
+        if redeploy.requested(builder, spec):
+            redeploy.begin(builder, spec, observation)
+        else:
+            _apply_spec_change(builder, spec, observation, pod)
         _converge_when_idle(builder, spec, observation.progress, pod)
 
 
@@ -651,6 +661,9 @@ def _maybe_leave_terminal_phase(
         builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # why it failed stays in status.error
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if running_spec is not None and classify_change(running_spec, spec) is None:
+        return
+    if redeploy.requested(builder, spec):
+        redeploy.begin(builder, spec, observation)
         return
     builder.status.restarts = builder.status.restarts.model_copy(
         update={"consecutive": 0, "failureTimes": [], "startupFailures": 0}
