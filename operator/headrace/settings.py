@@ -11,6 +11,8 @@
 | HEADRACE_LEADER_ELECTION_NAMESPACE | $POD_NAMESPACE | namespace of the Lease |
 | HEADRACE_LEADER_ELECTION_LEASE | headrace | name of the Lease (chart: the release's full name) |
 | POD_NAMESPACE | (none) | the operator's namespace (chart: downward API); NetworkPolicies admit it from there |
+| HEADRACE_METRICS_NAMESPACES | (empty: none) | namespaces (comma-separated) admitted to drivers' metrics port |
+| HEADRACE_UI_NAMESPACES | (empty: none) | namespaces (comma-separated) admitted to drivers' Spark UI port |
 | POD_NAME | (hostname_pid) | this replica's identity in the Lease (chart: downward API) |
 | HEADRACE_LEASE_DURATION_SECONDS | 15 | a standby takes over a Lease not renewed for this long |
 | HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
@@ -30,6 +32,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from headrace.core.validation import RESTRICTED_VOLUME_TYPES, TenantPolicy
+from headrace.render.security import Peers
 
 
 class TenantPolicySettings(BaseModel):
@@ -78,6 +81,12 @@ class OperatorSettings(BaseModel):
     retry_seconds: float = Field(default=2.0, gt=0)
     tenant_policy: TenantPolicySettings = Field(default_factory=TenantPolicySettings)
     operator_namespace: str | None = None
+    metrics_namespaces: list[str] = Field(default_factory=list)
+    ui_namespaces: list[str] = Field(default_factory=list)
+
+    def peers(self) -> Peers:
+        """The namespaces every app's NetworkPolicy admits to the metrics and UI ports."""
+        return Peers(metrics_namespaces=tuple(self.metrics_namespaces), ui_namespaces=tuple(self.ui_namespaces))
 
     @model_validator(mode="after")
     def _election_is_consistent(self) -> OperatorSettings:
@@ -94,7 +103,9 @@ class OperatorSettings(BaseModel):
     def from_environ(cls, environ: Mapping[str, str]) -> OperatorSettings:
         """Settings from environment variables (see the module docstring)."""
         raw = {
-            "namespaces": [item.strip() for item in environ.get("HEADRACE_NAMESPACES", "").split(",") if item.strip()],
+            "namespaces": _names(environ.get("HEADRACE_NAMESPACES", "")),
+            "metrics_namespaces": _names(environ.get("HEADRACE_METRICS_NAMESPACES", "")),
+            "ui_namespaces": _names(environ.get("HEADRACE_UI_NAMESPACES", "")),
             "workers": environ.get("HEADRACE_WORKERS", 16),
             "metrics_port": environ.get("HEADRACE_METRICS_PORT", 8080),
             "health_port": environ.get("HEADRACE_HEALTH_PORT", 8081),
@@ -110,6 +121,10 @@ class OperatorSettings(BaseModel):
             "tenant_policy": _json("HEADRACE_TENANT_POLICY", environ.get("HEADRACE_TENANT_POLICY") or "{}"),
         }
         return cls.model_validate(raw)
+
+
+def _names(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _json(name: str, text: str) -> object:
