@@ -6,10 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient
 
-from headrace.adapters.kube import KubeClient
+from headrace.adapters.kube import Conflict, Gone, KubeClient
 from headrace.render import security
+
+from .kube import app_manifest, create_app
 
 CALLS = 30
 
@@ -89,12 +92,19 @@ def test_an_existing_policy_of_the_app_gets_the_spec_rendered_now(kube_api: ApiC
     assert kube.create(_policy(namespace, app, security.Peers(ui_namespaces=("web",)))) is not None
     monitoring = security.Peers(metrics_namespaces=("monitoring",))
     assert kube.create(wanted := _policy(namespace, app, monitoring)) is None  # it existed
-    stored = kube_api.sanitize_for_serialization(
-        kube.networking.read_namespaced_network_policy("clicks-spark", namespace)
-    )
-    assert stored["spec"] == wanted["spec"]
+    assert _stored_policy(kube, namespace)["spec"] == wanted["spec"]
     kube.create(_policy(namespace, other, security.NO_PEERS))  # another owner's: the patch fails, nothing changed
-    stored = kube_api.sanitize_for_serialization(
-        kube.networking.read_namespaced_network_policy("clicks-spark", namespace)
-    )
-    assert stored["spec"] == wanted["spec"]
+    assert _stored_policy(kube, namespace)["spec"] == wanted["spec"]
+
+
+def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, namespace: str) -> None:
+    """A status write guarded by an old resourceVersion raises Conflict (decide again); on an app deleted
+    meanwhile it raises Gone (forget it), not Conflict."""
+    kube = KubeClient(api)
+    body = create_app(api, namespace, app_manifest("stale"))
+    kube.replace_app_status(body, {"phase": "Deploying"})
+    with pytest.raises(Conflict):
+        kube.replace_app_status(body, {"phase": "Running"})
+    kube.custom.delete_namespaced_custom_object("headrace.dev", "v1alpha1", namespace, "streamingapps", "stale")
+    with pytest.raises(Gone):
+        kube.replace_app_status(body, {"phase": "Running"})

@@ -24,7 +24,7 @@ from typing import Any, assert_never
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
-from headrace.adapters.kube import Conflict, KubeClient, Refused
+from headrace.adapters.kube import Conflict, Gone, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppStatus
@@ -39,6 +39,7 @@ from headrace.controller.observe import (
     app_view,
     current_driver_pod,
     deleted_executors,
+    ended_nodes,
     lease_wanted,
     observe,
     prewarmed_driver_pod,
@@ -57,6 +58,7 @@ from headrace.core.plan import (
     MarkWriter,
     Plan,
     PromoteDriver,
+    ReleaseDriverLease,
     RescaleInPlace,
     SetSavepointStatus,
     TakeSavepoint,
@@ -136,7 +138,7 @@ class Reconciler:
         started = time.monotonic()
         try:
             delay = self._reconcile(namespace, name)
-        except Conflict:
+        except (Conflict, Gone):  # the status write found the cached app stale, or deleted meanwhile
             self.metrics.reconciles.labels("conflict").inc()
             self._refresh(namespace, name)
             return CONFLICT_RETRY_SECONDS
@@ -184,6 +186,7 @@ class Reconciler:
             prewarmed_status=self._prewarmed_status(body, view.status, pods),
             lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
+            ready_nodes=self._nodes.ready(ended_nodes(pods)),
         )
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
             observation = self._with_deleted_executors(namespace, name, observation)
@@ -268,7 +271,7 @@ class Reconciler:
         with failpoints.around(kind):
             return self._carry_out(body, action)
 
-    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: PLR0911 - one per kind
+    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: C901, PLR0911, PLR0912 - one per kind
         """Every kind of action has its case; a kind without one fails the type check (assert_never).
         An action that changes what the cache holds asks for the next reconcile (AGAIN): its watch event is
         an echo, and the cache already has the answer."""
@@ -283,6 +286,11 @@ class Reconciler:
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN
+            case ReleaseDriverLease():
+                app = body["metadata"]["name"]
+                if self.kube.release_lease(namespace, names.driver_lease(app), action.holder, self.clock()):
+                    logger.info("released the driver Lease of %s/%s: %s", namespace, app, action.reason)
+                return None
             case MarkWriter():
                 labelled = self.kube.label_pod(namespace, action.name, {names.WRITER: "true"})
                 if labelled is not None:
