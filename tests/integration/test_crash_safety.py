@@ -63,6 +63,7 @@ DEPLOY_POINTS = {"after-status:StartDriver/CreateDriver", "after:EnsureDriver"} 
 }
 
 RESTARTED = f"{APP}-r1-a3-driver"  # the restart case's driver after two failures in a row
+CHOSEN = "s3a://bucket/savepoints/elsewhere/chosen"  # the redeploy case's savepoint, a path
 UPGRADE = {"application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py", "args": ["--v2"]}}
 TRIGGERS: dict[str, dict[str, Any]] = {
     "upgrade": UPGRADE,
@@ -70,6 +71,7 @@ TRIGGERS: dict[str, dict[str, Any]] = {
     "suspend": {"job": {"state": "suspended"}},
     "savepoint": {"savepoints": {"triggerNonce": 1}},
     "rescale": {"executor": {"instances": 3}},
+    "redeploy": {"restoreFrom": {"path": CHOSEN}, "redeployNonce": 1},
 }
 MANIFESTS: dict[str, dict[str, Any]] = {  # spec fields of the operation's app beside the common ones
     "prewarm": {"standby": {"prewarmUpgrades": True}},
@@ -126,6 +128,9 @@ CASES = [
     Case("rescale", ("after:RescaleInPlace",)),
     Case("restart", ("after-status:Restart/Backoff",)),
     Case("prewarm", ("after-status:Upgrade/Prewarm",)),
+    Case("redeploy", ("after-status:StartDriver/CreateDriver",)),
+    Case("redeploy", ("after:DeletePod",)),
+    Case("redeploy", ("after:EnsureDriver",)),
     # an operator upgrade under a running app: every kind and step the previous release writes
     Case("upgrade", ("after-status:Upgrade/TakeSavepoint",), legacy=True),
     Case("upgrade", ("before:TakeSavepoint",), interrupted=True, legacy=True),
@@ -413,6 +418,19 @@ def _check_prewarm(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case)
     assert DRIVER_1 not in kubelet.live_at_promotion[DRIVER_2]  # the old driver was gone before the promotion
 
 
+def _check_redeploy(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case) -> None:
+    """One live driver of run 2, restoring the chosen path; the old driver was deleted without a savepoint, once."""
+    status = wait_for(lambda: _running_with_driver(api, namespace, DRIVER_2), DONE_TIMEOUT_SECONDS, what="run 2")
+    assert _live(api, namespace) == [DRIVER_2]
+    assert status["run"]["restoredFrom"] == CHOSEN
+    assert kubelet.drivers[DRIVER_2].env[contract.ENV_RESTORE_FROM] == CHOSEN
+    assert kubelet.requests_of(DRIVER_1, "stop") == kubelet.requests_of(DRIVER_1, "savepoint") == []
+    assert savepoints(api, namespace) == []
+    assert [pod.metadata.name for pod in driver_pods(api, namespace, APP)] == [DRIVER_2]
+    # posted once at most (an operator that died at the point never posted its events), never again
+    assert [event.reason for event in events_for(api, namespace, APP)].count("Redeploying") <= 1
+
+
 CHECKS: dict[str, Callable[[ApiClient, str, Kubelet, Case], None]] = {
     "restart": _check_restart,
     "prewarm": _check_prewarm,
@@ -420,4 +438,5 @@ CHECKS: dict[str, Callable[[ApiClient, str, Kubelet, Case], None]] = {
     "suspend": _check_suspend,
     "savepoint": _check_savepoint,
     "rescale": _check_rescale,
+    "redeploy": _check_redeploy,
 }
