@@ -113,6 +113,13 @@ class DeleteSavepointResource:
     name: str
 
 
+@dataclass(frozen=True)
+class SetFinalizer:
+    """Add (`present`) or remove the app's finalizer headrace.dev/final-savepoint (spec.savepoints.onDeletion)."""
+
+    present: bool
+
+
 Action = (
     EnsureDriver
     | DeletePod
@@ -123,6 +130,7 @@ Action = (
     | TakeSavepoint
     | SetSavepointStatus
     | DeleteSavepointResource
+    | SetFinalizer
 )
 
 
