@@ -61,7 +61,7 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: Kube
         DriverControl(),
         metrics,
         _now,
-        policy=settings.tenant_policy.policy(),
+        policy=settings.tenant_policy,
         operator_namespace=settings.operator_namespace,
         savepoint_runner=savepoints.submit,  # a savepoint call never holds a reconcile worker
     )

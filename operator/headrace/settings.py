@@ -27,38 +27,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from headrace.core.validation import RESTRICTED_VOLUME_TYPES, TenantPolicy
-
-
-class TenantPolicySettings(BaseModel):
-    """The chart's `tenantPolicy` (docs/security.md): what a StreamingApp may ask of its pods. Every
-    default refuses; an admin widens one field at a time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    allowHostNamespaces: bool = False
-    allowHostPorts: bool = False
-    allowPrivileged: bool = False
-    allowPrivilegeEscalation: bool = False
-    allowRunAsRoot: bool = False
-    allowedCapabilities: list[str] = Field(default_factory=list)
-    allowedVolumeTypes: list[str] = Field(default_factory=lambda: list(RESTRICTED_VOLUME_TYPES))
-    serviceAccounts: list[str] = Field(default_factory=list)
-
-    def policy(self) -> TenantPolicy:
-        """The policy the validation applies."""
-        return TenantPolicy(
-            allow_host_namespaces=self.allowHostNamespaces,
-            allow_host_ports=self.allowHostPorts,
-            allow_privileged=self.allowPrivileged,
-            allow_privilege_escalation=self.allowPrivilegeEscalation,
-            allow_run_as_root=self.allowRunAsRoot,
-            allowed_capabilities=frozenset(self.allowedCapabilities),
-            allowed_volume_types=frozenset(self.allowedVolumeTypes),
-            service_accounts=frozenset(self.serviceAccounts),
-        )
+from headrace.core.validation import TenantPolicy
 
 
 class OperatorSettings(BaseModel):
@@ -76,7 +47,7 @@ class OperatorSettings(BaseModel):
     lease_seconds: int = Field(default=15, ge=1)
     renew_deadline_seconds: float = Field(default=10.0, gt=0)
     retry_seconds: float = Field(default=2.0, gt=0)
-    tenant_policy: TenantPolicySettings = Field(default_factory=TenantPolicySettings)
+    tenant_policy: TenantPolicy = Field(default_factory=TenantPolicy)  # the chart's tenantPolicy (docs/security.md)
     operator_namespace: str | None = None
 
     @model_validator(mode="after")
@@ -92,24 +63,31 @@ class OperatorSettings(BaseModel):
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> OperatorSettings:
-        """Settings from environment variables (see the module docstring)."""
-        raw = {
-            "namespaces": [item.strip() for item in environ.get("HEADRACE_NAMESPACES", "").split(",") if item.strip()],
-            "workers": environ.get("HEADRACE_WORKERS", 16),
-            "metrics_port": environ.get("HEADRACE_METRICS_PORT", 8080),
-            "health_port": environ.get("HEADRACE_HEALTH_PORT", 8081),
-            "resync_seconds": environ.get("HEADRACE_RESYNC_SECONDS", 300),
-            "leader_election": environ.get("HEADRACE_LEADER_ELECTION") or False,
-            "lease_namespace": environ.get("HEADRACE_LEADER_ELECTION_NAMESPACE") or environ.get("POD_NAMESPACE"),
-            "lease_name": environ.get("HEADRACE_LEADER_ELECTION_LEASE") or "headrace",
-            "identity": environ.get("POD_NAME") or None,
-            "lease_seconds": environ.get("HEADRACE_LEASE_DURATION_SECONDS", 15),
-            "renew_deadline_seconds": environ.get("HEADRACE_RENEW_DEADLINE_SECONDS", 10),
-            "retry_seconds": environ.get("HEADRACE_RETRY_PERIOD_SECONDS", 2),
-            "operator_namespace": environ.get("POD_NAMESPACE") or None,
-            "tenant_policy": _json("HEADRACE_TENANT_POLICY", environ.get("HEADRACE_TENANT_POLICY") or "{}"),
-        }
+        """Settings from environment variables (see the module docstring); the defaults are the fields' own."""
+        raw: dict[str, object] = {field: environ[name] for field, name in ENVIRONMENT.items() if environ.get(name)}
+        raw["namespaces"] = [item.strip() for item in environ.get("HEADRACE_NAMESPACES", "").split(",") if item.strip()]
+        if namespace := environ.get("POD_NAMESPACE"):
+            raw["operator_namespace"] = namespace
+            raw.setdefault("lease_namespace", namespace)
+        if policy := environ.get("HEADRACE_TENANT_POLICY"):
+            raw["tenant_policy"] = _json("HEADRACE_TENANT_POLICY", policy)
         return cls.model_validate(raw)
+
+
+ENVIRONMENT = {
+    "workers": "HEADRACE_WORKERS",
+    "metrics_port": "HEADRACE_METRICS_PORT",
+    "health_port": "HEADRACE_HEALTH_PORT",
+    "resync_seconds": "HEADRACE_RESYNC_SECONDS",
+    "leader_election": "HEADRACE_LEADER_ELECTION",
+    "lease_namespace": "HEADRACE_LEADER_ELECTION_NAMESPACE",
+    "lease_name": "HEADRACE_LEADER_ELECTION_LEASE",
+    "identity": "POD_NAME",
+    "lease_seconds": "HEADRACE_LEASE_DURATION_SECONDS",
+    "renew_deadline_seconds": "HEADRACE_RENEW_DEADLINE_SECONDS",
+    "retry_seconds": "HEADRACE_RETRY_PERIOD_SECONDS",
+}
+"""Setting -> the variable that sets it as it is (an unset or empty variable leaves the setting's default)."""
 
 
 def _json(name: str, text: str) -> object:

@@ -249,7 +249,7 @@ def test_prometheus_monitors_only_where_the_api_is_served(tmp_path: Path) -> Non
 
 
 def test_pod_monitor_matches_a_rendered_driver_pod(tmp_path: Path) -> None:
-    pod = manifests.driver_pod(sample_attempt())
+    pod = manifests.driver_pod_manifest(sample_attempt())
     port_names = {port["name"] for container in pod["spec"]["containers"] for port in container.get("ports", [])}
     (pod_monitor,) = by_kind(render(tmp_path, EVERYTHING, api_versions=(PROMETHEUS_OPERATOR_API,)), "PodMonitor")
     assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()

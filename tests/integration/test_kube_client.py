@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient
 
-from headrace.adapters.kube import KubeClient
+from headrace.adapters.kube import Conflict, Gone, KubeClient
+
+from .kube import app_manifest, create_app
 
 CALLS = 30
 
@@ -66,3 +69,16 @@ def test_an_existing_account_of_the_app_gets_the_metadata_rendered_now(kube_api:
     kube.create(_account(namespace, other, {"foreign": "y"}))  # another owner's: a failed test, nothing changed
     stored = kube.core.read_namespaced_service_account("clicks-spark", namespace)
     assert stored.metadata.annotations == changed
+
+
+def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, namespace: str) -> None:
+    """A status write guarded by an old resourceVersion raises Conflict (decide again); on an app deleted
+    meanwhile it raises Gone (forget it), not Conflict."""
+    kube = KubeClient(api)
+    body = create_app(api, namespace, app_manifest("stale"))
+    kube.replace_app_status(body, {"phase": "Deploying"})
+    with pytest.raises(Conflict):
+        kube.replace_app_status(body, {"phase": "Running"})
+    kube.custom.delete_namespaced_custom_object("headrace.dev", "v1alpha1", namespace, "streamingapps", "stale")
+    with pytest.raises(Gone):
+        kube.replace_app_status(body, {"phase": "Running"})

@@ -66,7 +66,7 @@ class LeaseHolder:
         body = self.leases.read_namespaced_lease(name, self.namespace)
         now = datetime.now(UTC)
         record = election.lease_record(self.leases.api_client.sanitize_for_serialization(body.spec) or {})
-        decision = election.decide(record, now, self.identity, now, LEASE_SECONDS)
+        decision = election.next_write(record, now, self.identity, now, LEASE_SECONDS)
         assert decision.record is not None, f"the Lease is held by {record.holder}"
         body.spec = election.lease_spec(decision.record)
         self.leases.replace_namespaced_lease(name, self.namespace, body)

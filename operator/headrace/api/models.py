@@ -718,9 +718,9 @@ class AutoscalerSpec(Model):
     allowRepartition: Annotated[
         bool,
         Field(
-            description="When the executors needed exceed what spec.state.partitions lets them use, active mode may "
-            "change the state partitions itself (a new run through a savepoint and an offline repartition; "
-            "processing pauses). false: it only recommends the partition count (status and Event)."
+            description="Reserved: when the executors needed exceed what spec.state.partitions lets them use, "
+            "active mode is to change the state partitions itself (a new run through a savepoint and an offline "
+            "repartition). This version only recommends the partition count (status and Event), either way."
         ),
     ] = False
     quota: Annotated[
@@ -1082,11 +1082,25 @@ class AutoscalerReading(Model):
     executorsSince: str | None = None
 
 
-class AutoscalerStatus(Model):
-    """What the autoscaler (spec.autoscaler.mode passive) would do and why, with the window it decided on."""
+class AutoscalerCheck(Model):
+    """A scale-up whose effect is judged once the window at the new size fills (ineffective: undone)."""
 
-    action: Literal["hold", "scale", "repartition"] = Field(description="What it would do now.")
+    fromExecutors: int
+    toExecutors: int
+    capacityBefore: float = Field(description="Rows per second of batch time at fromExecutors.")
+
+
+class AutoscalerStatus(Model):
+    """What the autoscaler decided and why (passive: would do; active: did), with the window it decided on and
+    what the next decision remembers."""
+
+    action: Literal["hold", "scale", "repartition"] = Field(description="What it would do (passive) or did now.")
     executors: int = Field(description="The executors it would have (the current ones for hold).")
+    target: int | None = Field(
+        default=None,
+        description="Active mode: the executors the autoscaler gave the running driver (they replace "
+        "spec.executor.instances while the mode is active); unset until its first action.",
+    )
     reason: str = Field(description="Why, as a CamelCase word (docs/autoscaler.md lists them).")
     message: str = ""
     utilization: float | None = None
@@ -1099,6 +1113,12 @@ class AutoscalerStatus(Model):
     sizeSince: str | None = None
     scaleDownSince: str | None = None
     scaleDownTo: int = 0
+    actionTimes: list[str] = Field(default_factory=list, description="Active mode: its actions within the hour.")
+    check: AutoscalerCheck | None = None
+    blockedAbove: int | None = Field(
+        default=None, description="No scale-up beyond this size (an ineffective one was undone) while the spec stays."
+    )
+    blockedSpec: str | None = Field(default=None, description="The spec hash blockedAbove holds for.")
 
 
 class StreamingAppStatus(Model):
@@ -1121,7 +1141,7 @@ class StreamingAppStatus(Model):
     latestSavepoint: SavepointRef | None = None
     progress: ProgressSummary | None = None
     autoscaler: AutoscalerStatus | None = Field(
-        default=None, description="What the autoscaler would do (spec.autoscaler.mode passive)."
+        default=None, description="What the autoscaler would do (mode passive) or did (mode active), and why."
     )
     error: str | None = Field(default=None, description="Why the current spec is not applied, if it is not.")
     suspendedSavepoint: str | None = Field(

@@ -24,7 +24,7 @@ from typing import Any, assert_never
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
-from headrace.adapters.kube import Conflict, KubeClient, Refused
+from headrace.adapters.kube import Conflict, Gone, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppStatus
@@ -134,7 +134,7 @@ class Reconciler:
         started = time.monotonic()
         try:
             delay = self._reconcile(namespace, name)
-        except Conflict:
+        except (Conflict, Gone):  # the status write found the cached app stale, or deleted meanwhile
             self.metrics.reconciles.labels("conflict").inc()
             self._refresh(namespace, name)
             return CONFLICT_RETRY_SECONDS

@@ -97,6 +97,8 @@ SINK_AHEAD_FIX = (
     "contents are no longer wanted; then change spec.restartNonce to retry"
 )
 AUTOSCALER_RECOMMENDS = "AutoscalerRecommends"  # passive mode: what the autoscaler would do
+AUTOSCALER_SCALED = "AutoscalerScaled"  # active mode: it rescaled the executors in place
+AUTOSCALER_REFUSED = "AutoscalerRefused"  # a safeguard, bound or quota refuses what the load asks for
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
 STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
@@ -376,7 +378,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if observation.progress is not None:
         _follow_start_up(builder, run, pod, observation.progress, since)
         builder.status.progress = _summary(observation.progress, builder.status.progress)
-        _recommend(builder, spec, observation.progress, since)
+        _autoscale(builder, spec, observation.progress, since)
         if builder.status.restarts.startupFailures and failures.committed_in_attempt(builder.status.progress, run):
             builder.status.restarts = builder.status.restarts.model_copy(update={"startupFailures": 0})
         if _stuck(builder, spec, observation.progress, since):
@@ -441,23 +443,45 @@ def _follow_start_up(
         builder.event(FIRST_BATCH_EVENT, message)
 
 
-def _recommend(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, since: datetime) -> None:
-    """Passive autoscaler: status.autoscaler says what it would do, and an Event when that becomes another action.
-    (Active mode does not act yet: it records nothing.)"""
-    if spec.autoscaler.mode != "passive":
+def _autoscale(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, since: datetime) -> None:
+    """The autoscaler (docs/autoscaler.md): status.autoscaler holds its decision. Passive: an Event when what it
+    would do becomes another action. Active: an Event for every action (status.autoscaler.target, which
+    `_converge_executors` gives the driver in place) and whenever a refusal begins."""
+    if spec.autoscaler.mode == "off":
         builder.status.autoscaler = None
         return
     previous = builder.status.autoscaler
-    new = autoscaler.recommend(spec, previous, progress, since, builder.now)
+    transition = builder.status.pendingOperation is not None
+    new = autoscaler.recommend(spec, previous, progress, since, builder.now, spec_hash(spec), transition=transition)
     if new is None:
         return
     builder.status.autoscaler = new
+    if spec.autoscaler.mode == "active" and new.action == "scale":  # taken (a refused one is a hold)
+        executors = progress.registered_executors
+        builder.event(
+            AUTOSCALER_SCALED, f"executors {executors} -> {new.executors} in place ({new.reason}): {new.message}"
+        )
+        builder.start(Started("rescale", RESCALED, executors=new.executors))
+        builder.status.executors = new.executors
+        return
+    if new.reason in autoscaler.REFUSALS:
+        if previous is None or previous.reason != new.reason:
+            builder.event(AUTOSCALER_REFUSED, f"{new.reason}: {new.message}", warning=True)
+        return
     wanted = (new.action, new.executors, new.partitions)
     if new.action != "hold" and (
         previous is None or (previous.action, previous.executors, previous.partitions) != wanted
     ):
         target = f"{new.partitions} state partitions and " if new.partitions else ""
         builder.event(AUTOSCALER_RECOMMENDS, f"would {new.action} to {target}{new.executors} executors: {new.message}")
+
+
+def _wanted_executors(builder: Builder, spec: StreamingAppSpec) -> int:
+    """The executors the running driver should have: the active autoscaler's once it acted, else the spec's."""
+    scaled = builder.status.autoscaler
+    if spec.autoscaler.mode == "active" and scaled is not None and scaled.target is not None:
+        return scaled.target
+    return spec.executor.instances
 
 
 def _keep_progress(builder: Builder, observation: Observation) -> None:
@@ -481,7 +505,7 @@ def _converge_executors(
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if progress is None or running_spec is None or running_spec.executor.instances != spec.executor.instances:
         return
-    wanted = spec.executor.instances
+    wanted = _wanted_executors(builder, spec)
     requested_differs = progress.requested_executors is not None and progress.requested_executors != wanted
     surplus = progress.registered_executors is not None and progress.registered_executors > wanted
     if requested_differs or surplus:
@@ -490,24 +514,33 @@ def _converge_executors(
         )
 
 
+SUMMARY_DERIVED = frozenset({"committedBatches", "lastBatchTime", "firstBatchAt"})
+"""Fields of ProgressSummary that are not DriverProgress's field of the same (snake_case) name as it is."""
+
+
+def _snake_case(name: str) -> str:
+    """lastBatchId -> last_batch_id."""
+    return "".join(f"_{char.lower()}" if char.isupper() else char for char in name)
+
+
 def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:
-    """The driver's progress; committed batches per query only ever grow within a run (a new attempt reports
-    nothing until it commits; `start_attempt` forgets them when a run begins)."""
+    """The driver's progress: every field of ProgressSummary but `SUMMARY_DERIVED` is DriverProgress's field of the
+    same name (so a field added to the summary and not to the progress fails at once, AttributeError); committed
+    batches per query only ever grow within a run (a new attempt reports nothing until it commits;
+    `start_attempt` forgets them when a run begins)."""
     committed = dict((previous.committedBatches or {}) if previous is not None else {})
     for key, batch in progress.committed:
         committed[key] = max(batch, committed.get(key, batch))
-    return ProgressSummary(
-        committedBatches=committed or None,
-        lastBatchId=progress.last_batch_id,
-        lastBatchTime=format_time(progress.last_batch_time) if progress.last_batch_time else None,
-        inputRowsPerSecond=progress.input_rows_per_second,
-        processedRowsPerSecond=progress.processed_rows_per_second,
-        watermark=progress.watermark,
-        stateRows=progress.state_rows,
-        sourceBacklog=progress.source_backlog,
-        registeredExecutors=progress.registered_executors,
-        firstBatchAt=format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
-    )
+    same = {
+        name: getattr(progress, _snake_case(name))
+        for name in ProgressSummary.model_fields
+        if name not in SUMMARY_DERIVED
+    } | {
+        "committedBatches": committed or None,
+        "lastBatchTime": format_time(progress.last_batch_time) if progress.last_batch_time else None,
+        "firstBatchAt": format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
+    }
+    return ProgressSummary(**same)
 
 
 def _stuck(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, running_since: datetime) -> bool:
@@ -709,7 +742,7 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         builder.event("RestartRequested", "restartNonce changed: restarting from the latest checkpoint")
         next_attempt(builder, spec, observation, why="Restarting")
         return
-    if kind == ChangeKind.SCALE:
+    if kind == ChangeKind.SCALE and spec.autoscaler.mode != "active":  # active: the autoscaler sizes the executors
         builder.actions.append(
             RescaleInPlace(pod=pod.name, address=pod.ip, executors=spec.executor.instances, control_tls=pod.control_tls)
         )

@@ -309,7 +309,7 @@ def _image_pull_secrets(spec: StreamingAppSpec) -> dict[str, Any]:
     return {"imagePullSecrets": [ref.model_dump() for ref in spec.imagePullSecrets]}
 
 
-def driver_pod(attempt: Attempt) -> dict[str, Any]:
+def driver_pod_manifest(attempt: Attempt) -> dict[str, Any]:
     """The driver pod: Spark in client mode under the Headrace runtime (restartPolicy Never)."""
     spec = attempt.spec
     name = names.driver_pod(attempt.app, attempt.run, attempt.attempt)
@@ -537,5 +537,5 @@ def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
         *app_objects(attempt),
         config_map(attempt),
         driver_service(attempt),
-        driver_pod(attempt),
+        driver_pod_manifest(attempt),
     ]

@@ -18,7 +18,7 @@ from tests.unit.builders import certificate
 
 
 def _pods(attempt: manifests.Attempt) -> dict[str, dict[str, Any]]:
-    return {"driver": manifests.driver_pod(attempt), "executor": manifests.executor_pod_template(attempt)}
+    return {"driver": manifests.driver_pod_manifest(attempt), "executor": manifests.executor_pod_template(attempt)}
 
 
 USER_TEMPLATES = [
@@ -150,7 +150,7 @@ def test_only_the_driver_mounts_the_control_certificate_and_serves_tls() -> None
     secret = manifests.control_secret(attempt, "token-1", made := certificate())
     assert secret["stringData"][control_tls.CERT_KEY] == made.certificate
     assert secret["stringData"][control_tls.KEY_KEY] == made.key
-    driver = manifests.driver_pod(attempt)
+    driver = manifests.driver_pod_manifest(attempt)
     (volume,) = [item for item in driver["spec"]["volumes"] if item["name"] == control_tls.VOLUME]
     assert volume["secret"]["secretName"] == "clicks-control"
     assert [item["key"] for item in volume["secret"]["items"]] == [control_tls.CERT_KEY, control_tls.KEY_KEY]
