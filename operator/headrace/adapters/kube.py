@@ -20,7 +20,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import models, names
-from headrace.core.election import StoredLease, lease_record
+from headrace.core.election import StoredLease, lease_record, lease_spec
+from headrace.core.election import release as released_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -304,6 +305,24 @@ class KubeClient:
         if body is None:
             return None
         return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
+
+    def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
+        """Release a Lease that `holder` still holds (its record as the holder's own release writes it), over the
+        version just read: a Lease renewed, taken or released meanwhile is left alone. True when released."""
+        stored = self.read_lease(namespace, name)
+        record = released_record(stored.record, holder, now) if stored is not None else None
+        if stored is None or record is None:
+            return False
+        metadata = {"name": name, "namespace": namespace, "resourceVersion": stored.resource_version}
+        spec = lease_spec(record)
+        body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+        try:
+            release(self.coordination.replace_namespaced_lease(name, namespace, body, _preload_content=False))
+        except ApiException as error:
+            if error.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+                raise
+            return False
+        return True
 
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         """Add labels to a pod; the pod as stored, None when it is gone."""

@@ -39,6 +39,7 @@ from headrace.controller.observe import (
     app_view,
     current_driver_pod,
     deleted_executors,
+    ended_nodes,
     lease_wanted,
     observe,
     prewarmed_driver_pod,
@@ -57,6 +58,7 @@ from headrace.core.plan import (
     MarkWriter,
     Plan,
     PromoteDriver,
+    ReleaseDriverLease,
     RescaleInPlace,
     SetFinalizer,
     SetSavepointStatus,
@@ -185,6 +187,7 @@ class Reconciler:
             prewarmed_status=self._prewarmed_status(body, view.status, pods),
             lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
+            ready_nodes=self._nodes.ready(ended_nodes(pods)),
         )
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
             observation = self._with_deleted_executors(namespace, name, observation)
@@ -284,6 +287,11 @@ class Reconciler:
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN
+            case ReleaseDriverLease():
+                app = body["metadata"]["name"]
+                if self.kube.release_lease(namespace, names.driver_lease(app), action.holder, self.clock()):
+                    logger.info("released the driver Lease of %s/%s: %s", namespace, app, action.reason)
+                return None
             case MarkWriter():
                 labelled = self.kube.label_pod(namespace, action.name, {names.WRITER: "true"})
                 if labelled is not None:

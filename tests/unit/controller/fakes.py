@@ -87,6 +87,10 @@ class FakeKube(KubeClient):
         self.calls.append(("list_executor_pods", app))
         return []
 
+    def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
+        self.calls.append(("release_lease", f"{name}/{holder}"))
+        return True
+
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         self.calls.append(("label_pod", name))
         pod = self.pods.get((namespace, name))

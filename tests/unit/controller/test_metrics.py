@@ -104,6 +104,7 @@ def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
     assert set(ACTIONS) == {
         "EnsureDriver",
         "DeletePod",
+        "ReleaseDriverLease",
         "PromoteDriver",
         "MarkWriter",
         "RescaleInPlace",

@@ -26,6 +26,7 @@ from headrace.core.plan import (
     EnsureDriver,
     MarkWriter,
     PromoteDriver,
+    ReleaseDriverLease,
     RescaleInPlace,
     SetFinalizer,
     SetSavepointStatus,
@@ -69,6 +70,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
     (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
+    (ReleaseDriverLease(holder=DRIVER, reason="killed"), [("release_lease", f"{APP}-driver-lease/{DRIVER}")], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
     (PromoteDriver(pod=DRIVER, address="10.0.0.9"), [], [("promote", "10.0.0.9")]),
     (CreateSavepointResource(name="sp-1", reason="manual"), [("create_savepoint", "sp-1")], []),
