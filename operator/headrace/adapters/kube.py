@@ -161,6 +161,34 @@ class KubeClient:
             )
         )
 
+    def set_app_finalizer(self, body: dict[str, Any], finalizer: str, *, present: bool) -> dict[str, Any] | None:
+        """Add or remove one finalizer of an app, guarded by the body's resourceVersion (others' finalizers stay);
+        returns the app (None: gone)."""
+        metadata = body["metadata"]
+        current = list(metadata.get("finalizers") or [])
+        wanted = [item for item in current if item != finalizer] + ([finalizer] if present else [])
+        patch = {"metadata": {"finalizers": wanted or None, "resourceVersion": metadata.get("resourceVersion")}}
+        try:
+            return cast(
+                dict[str, Any],
+                _json(
+                    self.custom.patch_namespaced_custom_object(
+                        models.GROUP,
+                        models.VERSION,
+                        metadata["namespace"],
+                        models.APP_PLURAL,
+                        metadata["name"],
+                        patch,
+                        _preload_content=False,
+                    )
+                ),
+            )
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                raise Conflict(str(error.reason)) from error
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+
     def scale_app(self, namespace: str, name: str, replicas: int) -> None:
         """Set the executors through the scale subresource (as kubectl scale, HPA and KEDA do)."""
         release(

@@ -60,6 +60,7 @@ from headrace.core.plan import (
     PromoteDriver,
     ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
@@ -162,7 +163,7 @@ class Reconciler:
         if self.cache.unsettled("app"):  # the app's CRD changed: its watch may deliver it under the old schema
             self._refresh(namespace, name)
         body = self.cache.app(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
+        if body is None or _gone(body):
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
             self._ensured.forget(namespace, name)
@@ -170,6 +171,9 @@ class Reconciler:
             self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
+        if view.status_problems and view.deleting_since is not None and view.final_savepoint_finalizer:
+            self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=False)  # never stuck
+            return None
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
             unreadable.hold_app(self.kube, self.recorder, body, view, self.clock())
             return None
@@ -318,6 +322,11 @@ class Reconciler:
                 self.kube.delete_savepoint(namespace, action.name)
                 self.cache.forget("savepoint", namespace, action.name)
                 return AGAIN
+            case SetFinalizer():
+                kept = self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=action.present)
+                if kept is not None:
+                    self.cache.wrote("app", kept)
+                return None
             case _:
                 assert_never(action)
 
@@ -606,6 +615,13 @@ def _after_status_write(plan: Plan) -> float:
     driver pod is being created (then its scheduling is waited for, see SCHEDULING_SECONDS)."""
     creating = any(isinstance(action, EnsureDriver) and not action.check_only for action in plan.actions)
     return SCHEDULING_SECONDS if creating else AGAIN
+
+
+def _gone(body: dict[str, Any]) -> bool:
+    """Deleted, and not waiting for a final savepoint (headrace.core.deletion): nothing more to decide."""
+    metadata = body["metadata"]
+    waits = names.FINAL_SAVEPOINT_FINALIZER in (metadata.get("finalizers") or ())
+    return bool(metadata.get("deletionTimestamp")) and not waits
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

@@ -122,6 +122,13 @@ class DeleteSavepointResource:
     name: str
 
 
+@dataclass(frozen=True)
+class SetFinalizer:
+    """Add (`present`) or remove the app's finalizer headrace.dev/final-savepoint (spec.savepoints.onDeletion)."""
+
+    present: bool
+
+
 Action = (
     EnsureDriver
     | DeletePod
@@ -133,6 +140,7 @@ Action = (
     | TakeSavepoint
     | SetSavepointStatus
     | DeleteSavepointResource
+    | SetFinalizer
 )
 
 

@@ -61,6 +61,16 @@ class FakeKube(KubeClient):
         self.calls.append(("delete_savepoint", name))
         self.savepoints.pop((namespace, name), None)
 
+    def set_app_finalizer(self, body: dict[str, Any], finalizer: str, *, present: bool) -> dict[str, Any] | None:
+        metadata = body["metadata"]
+        self.calls.append(("set_app_finalizer", f"{finalizer}={present}"))
+        app = self.apps.get((metadata["namespace"], metadata["name"]))
+        if app is None:
+            return None
+        kept = [item for item in app["metadata"].get("finalizers", []) if item != finalizer]
+        app["metadata"]["finalizers"] = kept + ([finalizer] if present else [])
+        return copy.deepcopy(app)
+
     def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         return [
             copy.deepcopy(pod)

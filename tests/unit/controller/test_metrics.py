@@ -30,7 +30,7 @@ def decided(
 
 def test_savepoint_and_transition_series_start_at_zero() -> None:
     metrics = OperatorMetrics(CollectorRegistry())
-    assert SAVEPOINT_TRIGGERS == ("manual", "periodic", "upgrade", "suspend", "import", "other")
+    assert SAVEPOINT_TRIGGERS == ("manual", "periodic", "upgrade", "suspend", "import", "deletion", "other")
     for trigger in SAVEPOINT_TRIGGERS:
         assert value(metrics, "headrace_savepoint_duration_seconds_count", trigger=trigger) == 0
         for result in SAVEPOINT_RESULTS:
@@ -112,6 +112,7 @@ def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
         "TakeSavepoint",
         "SetSavepointStatus",
         "DeleteSavepointResource",
+        "SetFinalizer",
     }
     for action in ACTIONS:
         assert value(metrics, "headrace_actions_total", action=action) == 0

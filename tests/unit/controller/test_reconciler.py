@@ -28,6 +28,7 @@ from headrace.core.plan import (
     PromoteDriver,
     ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
@@ -81,6 +82,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
     ),
     (SetSavepointStatus(name="sp-1", phase="Succeeded", path="s3a://b/sp-1"), [("patch_savepoint_status", "sp-1")], []),
     (DeleteSavepointResource(name="sp-1"), [("delete_savepoint", "sp-1")], []),
+    (SetFinalizer(present=True), [("set_app_finalizer", "headrace.dev/final-savepoint=True")], []),
 ]
 
 
