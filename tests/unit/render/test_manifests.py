@@ -149,7 +149,8 @@ def test_every_app_has_one_ui_service_whose_name_and_selector_outlive_its_attemp
     ports = {port["name"]: (port["port"], port["targetPort"]) for port in service["spec"]["ports"]}
     ui, metrics = (contract.SPARK_UI_PORT, "spark-ui"), (contract.DEFAULT_METRICS_PORT, "metrics")
     assert ports == {"spark-ui": ui, "metrics": metrics}
-    container_ports = {port["name"] for port in manifests.driver_pod_manifest(_attempt())["spec"]["containers"][0]["ports"]}
+    (container,) = manifests.driver_pod_manifest(_attempt())["spec"]["containers"]
+    container_ports = {port["name"] for port in container["ports"]}
     assert set(ports) <= container_ports
 
 
