@@ -10,6 +10,8 @@ deciding, or writing an app's status.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any, assert_never
 
 from headrace.adapters.kube import KubeClient
@@ -28,7 +30,9 @@ from headrace.core.plan import (
     EnsureDriver,
     MarkWriter,
     PromoteDriver,
+    ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
@@ -51,6 +55,7 @@ class Actions:
         kube: KubeClient,
         cache: Cache,
         metrics: OperatorMetrics,
+        clock: Callable[[], datetime],
         *,
         attempts: AttemptObjects,
         drivers: Drivers,
@@ -59,6 +64,7 @@ class Actions:
         self.kube = kube
         self.cache = cache
         self.metrics = metrics
+        self.clock = clock
         self.attempts = attempts
         self.drivers = drivers
         self.savepoints = savepoints
@@ -83,6 +89,9 @@ class Actions:
                 logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
                 self._cached("pod", self.kube.delete_pod(namespace, action.name, action.grace_seconds))
                 return AGAIN
+            case ReleaseDriverLease():
+                self._release_lease(body, action)
+                return None
             case MarkWriter():
                 self._cached("pod", self.kube.label_pod(namespace, action.name, {names.WRITER: "true"}))
                 return None
@@ -107,8 +116,18 @@ class Actions:
                 self.kube.delete_savepoint(namespace, action.name)
                 self.cache.forget("savepoint", namespace, action.name)
                 return AGAIN
+            case SetFinalizer():
+                self._cached(
+                    "app", self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=action.present)
+                )
+                return None
             case _:
                 assert_never(action)
+
+    def _release_lease(self, body: dict[str, Any], action: ReleaseDriverLease) -> None:
+        namespace, app = body["metadata"]["namespace"], body["metadata"]["name"]
+        if self.kube.release_lease(namespace, names.driver_lease(app), action.holder, self.clock()):
+            logger.info("released the driver Lease of %s/%s: %s", namespace, app, action.reason)
 
     def _cached(self, kind: Kind, written: dict[str, Any] | None) -> None:
         """A write's answer goes into the cache (None: nothing was written, or the object is gone)."""

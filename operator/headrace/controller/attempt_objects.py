@@ -27,6 +27,7 @@ from headrace.controller.control_secrets import ControlSecrets
 from headrace.controller.ensured import EnsuredObjects, digest
 from headrace.core.plan import EnsureDriver
 from headrace.render import control_tls, manifests
+from headrace.render.security import Peers
 
 CREATE_THREADS = 16  # an attempt's independent objects are created at once, from every reconcile worker
 
@@ -40,13 +41,16 @@ class AttemptObjects:
         cache: Cache,
         secrets_: ControlSecrets,
         clock: Callable[[], datetime],
+        *,
         operator_namespace: str | None,
+        peers: Peers,
     ) -> None:
         self.kube = kube
         self.cache = cache
         self.secrets = secrets_  # told when the operator writes a control Secret
         self.clock = clock
         self.operator_namespace = operator_namespace  # the operator pod's namespace (settings: POD_NAMESPACE)
+        self.peers = peers  # namespaces admitted to the metrics and UI ports (settings: HEADRACE_*_NAMESPACES)
         self._creates = ThreadPoolExecutor(max_workers=CREATE_THREADS, thread_name_prefix="create")
         self.ensured = EnsuredObjects()  # apps whose shared objects this process made (or found) itself
 
@@ -63,6 +67,7 @@ class AttemptObjects:
             namespace=metadata["namespace"],
             app_uid=metadata["uid"],
             operator_namespace=self.operator_namespace,
+            peers=self.peers,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

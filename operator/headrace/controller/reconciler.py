@@ -25,6 +25,7 @@ from typing import Any
 
 from headrace.adapters.driver import DriverControl
 from headrace.adapters.kube import Conflict, Gone, KubeClient, Refused
+from headrace.api import names
 from headrace.controller import unreadable
 from headrace.controller.actions import AGAIN, SCHEDULING_SECONDS, Actions
 from headrace.controller.attempt_objects import AttemptObjects
@@ -37,6 +38,7 @@ from headrace.controller.observe import (
     app_view,
     current_driver_pod,
     deleted_executors,
+    ended_nodes,
     lease_wanted,
     observe,
     running_nodes,
@@ -48,6 +50,7 @@ from headrace.core.observation import Observation, Refusal
 from headrace.core.plan import Action, EnsureDriver, Plan, SetSavepointStatus
 from headrace.core.planner import AppView, decide
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
+from headrace.render.security import NO_PEERS, Peers
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ class Reconciler:
         *,
         policy: TenantPolicy = DEFAULT_POLICY,
         operator_namespace: str | None = None,
+        peers: Peers = NO_PEERS,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
@@ -76,11 +80,20 @@ class Reconciler:
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
         self.drivers = Drivers(kube, driver)
-        self.attempts = AttemptObjects(kube, cache, self.drivers.secrets, self._now, operator_namespace)
+        # `peers`: namespaces admitted to the metrics and UI ports (settings: HEADRACE_*_NAMESPACES)
+        self.attempts = AttemptObjects(
+            kube, cache, self.drivers.secrets, self._now, operator_namespace=operator_namespace, peers=peers
+        )
         # Savepoint calls (minutes while the driver copies) run on `savepoint_runner`, not on a reconcile worker.
         self.savepoints = SavepointCalls(self.drivers, self.recorder, metrics, self._now, savepoint_runner)
         self.actions = Actions(
-            kube, cache, metrics, attempts=self.attempts, drivers=self.drivers, savepoints=self.savepoints
+            kube,
+            cache,
+            metrics,
+            self._now,
+            attempts=self.attempts,
+            drivers=self.drivers,
+            savepoints=self.savepoints,
         )
         self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
         self._nodes = NodeStates(kube.read_node)  # whether the drivers' nodes are being drained
@@ -127,13 +140,16 @@ class Reconciler:
         if self.cache.unsettled("app"):  # the app's CRD changed: its watch may deliver it under the old schema
             self._refresh(namespace, name)
         body = self.cache.app(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
+        if body is None or _gone(body):
             self.metrics.forget_app((namespace, name))
             self.drivers.forget(namespace, name)
             self.attempts.forget(namespace, name)
             self._leases.forget(namespace, name)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
+        if view.status_problems and view.deleting_since is not None and view.final_savepoint_finalizer:
+            self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=False)  # never stuck
+            return None
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
             unreadable.hold_app(self.kube, self.recorder, body, view, self.clock())
             return None
@@ -180,6 +196,7 @@ class Reconciler:
             prewarmed_status=self.drivers.prewarmed_status(body, view.status, pods),
             lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
+            ready_nodes=self._nodes.ready(ended_nodes(pods)),
         )
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
             observation = self._with_deleted_executors(namespace, name, observation)
@@ -228,6 +245,13 @@ def _after_status_write(plan: Plan) -> float:
     driver pod is being created (then its scheduling is waited for, see SCHEDULING_SECONDS)."""
     creating = any(isinstance(action, EnsureDriver) and not action.check_only for action in plan.actions)
     return SCHEDULING_SECONDS if creating else AGAIN
+
+
+def _gone(body: dict[str, Any]) -> bool:
+    """Deleted, and not waiting for a final savepoint (headrace.core.deletion): nothing more to decide."""
+    metadata = body["metadata"]
+    waits = names.FINAL_SAVEPOINT_FINALIZER in (metadata.get("finalizers") or ())
+    return bool(metadata.get("deletionTimestamp")) and not waits
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:
