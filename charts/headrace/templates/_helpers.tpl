@@ -92,7 +92,7 @@ code needs (no more), and the real API server's authorizer that they suffice.
   verbs: [create]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [create]
+  verbs: [create, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [create]

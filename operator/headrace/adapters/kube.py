@@ -361,7 +361,29 @@ class KubeClient:
             _ignore(HTTP_CONFLICT, error)
             if obj["kind"] == "ServiceAccount" and not dry_run:
                 self._set_account_metadata(obj)
+            if obj["kind"] == "NetworkPolicy" and not dry_run:
+                self._set_policy_spec(obj)
             return None
+
+    def _set_policy_spec(self, policy: dict[str, Any]) -> None:
+        """An existing NetworkPolicy the app owns gets the spec rendered now (the admin's admitted namespaces,
+        HEADRACE_METRICS_NAMESPACES and HEADRACE_UI_NAMESPACES, may have changed): one JSON patch whose first
+        operation tests the owner's uid, so a policy of the same name that the app does not own is left alone."""
+        metadata = policy["metadata"]
+        owners = metadata.get("ownerReferences") or [{}]
+        patch = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": owners[0].get("uid")},
+            {"op": "replace", "path": "/spec", "value": policy["spec"]},
+        ]
+        try:
+            release(
+                self.networking.patch_namespaced_network_policy(
+                    metadata["name"], metadata["namespace"], patch, _preload_content=False
+                )
+            )
+        except ApiException as error:
+            if error.status not in (*HTTP_REFUSED, HTTP_NOT_FOUND):
+                raise
 
     def _set_account_metadata(self, account: dict[str, Any]) -> None:
         """An existing ServiceAccount the app owns gets the labels and annotations rendered now, as a whole (the

@@ -57,6 +57,12 @@ def driver_service(app: str, run: int, attempt: int) -> str:
     return driver_pod(app, run, attempt)
 
 
+def ui_service(app: str) -> str:
+    """The app's Service for the Spark UI and the driver's metrics: one name for every attempt, selecting the
+    driver that writes (`WRITER`)."""
+    return _fit(app, "ui")
+
+
 def config_map(app: str, run: int, attempt: int) -> str:
     """Spark configuration and executor pod template of one attempt."""
     return _fit(app, f"r{run}-a{attempt}-conf")

@@ -69,6 +69,7 @@ from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import control_tls, manifests
 from headrace.render.savepoints import savepoint_resource
+from headrace.render.security import NO_PEERS, Peers
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class Reconciler:
         *,
         policy: TenantPolicy = DEFAULT_POLICY,
         operator_namespace: str | None = None,
+        peers: Peers = NO_PEERS,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
@@ -117,6 +119,7 @@ class Reconciler:
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
         self.operator_namespace = operator_namespace  # the operator pod's namespace (settings: POD_NAMESPACE)
+        self.peers = peers  # namespaces admitted to the metrics and UI ports (settings: HEADRACE_*_NAMESPACES)
         # Savepoint calls (minutes while the driver copies) run here, not on a reconcile worker; default: inline.
         self._run_savepoint = savepoint_runner or (lambda call: call())
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
@@ -464,6 +467,7 @@ class Reconciler:
             namespace=metadata["namespace"],
             app_uid=metadata["uid"],
             operator_namespace=self.operator_namespace,
+            peers=self.peers,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):

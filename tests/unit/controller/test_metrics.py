@@ -166,3 +166,19 @@ def test_the_autoscalers_recommendation_is_a_series_only_while_there_is_one() ->
     metrics.record_decision(KEY, status, recommended, later(3))
     metrics.forget_app(KEY)
     assert value(metrics, name, **app) is None
+
+
+def test_every_per_app_series_is_removed_with_the_app_and_the_optional_ones_while_unknown() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    app = {"namespace": "analytics", "app": "clicks"}
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    always = ("headrace_app_restarts", "headrace_app_startup_failures", "headrace_app_failed", "headrace_app_degraded")
+    assert [value(metrics, name, **app) for name in always] == [0, 0, 0, 0]
+    optional = ("headrace_app_source_backlog", "headrace_app_last_savepoint_age_seconds")
+    assert [value(metrics, name, **app) for name in optional] == [None, None]
+    progress = DriverProgress(ready=True, last_batch_id=0, last_batch_time=later(1), source_backlog=42.0)
+    decided(metrics, status, Observation(drivers=(pod(),), progress=progress), later(2))
+    assert value(metrics, "headrace_app_source_backlog", **app) == 42.0
+    metrics.forget_app(KEY)
+    for name in (*always, *optional, "headrace_app_last_batch_age_seconds"):
+        assert value(metrics, name, **app) is None, name
