@@ -1,5 +1,6 @@
 """The `headrace` command for people: generate CRDs, and operate apps (status, savepoint, suspend,
-resume, rescale, each waiting for its outcome with `--wait`) from any kubeconfig, in its context's namespace
+resume, rescale, each waiting for its outcome with `--wait`; logs; the Spark UI through a port-forward) from
+any kubeconfig, in its context's namespace
 unless `-n` names one.
 
 Owns: turning a command into the same Kubernetes API call a person would make with kubectl (spec
@@ -11,6 +12,8 @@ process itself is wired in `headrace.app` (`headrace operator` runs it too).
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -22,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from headrace.adapters.connect import api_client, current_namespace
 from headrace.adapters.kube import KubeClient
 from headrace.api import crd, names
+from headrace.api import runtime_contract as contract
 from headrace.render.manifests import DRIVER_CONTAINER
 from headrace.render.savepoints import savepoint_resource
 
@@ -246,6 +250,37 @@ def command_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def port_forward_command(args: argparse.Namespace, kubectl: str) -> list[str]:
+    """The kubectl command that forwards the local port to the app's UI Service (its Spark UI port)."""
+    command = [kubectl, "port-forward", "-n", args.namespace, f"service/{names.ui_service(args.app)}"]
+    command += [f"{args.port}:{contract.SPARK_UI_PORT}", "--address", args.address]
+    for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context)):
+        if value:
+            command += [flag, value]
+    return command
+
+
+def command_ui(args: argparse.Namespace) -> int:
+    """`headrace ui APP`: forward a local port to the app's Spark UI and print its URL, until interrupted. The
+    forward is re-made when the driver behind it goes (a restart: the Service's name stays, its pod changes)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        print("headrace ui runs `kubectl port-forward`: put kubectl on PATH", file=sys.stderr)
+        return 1
+    kube = _client(args)
+    print(f"Spark UI of {args.namespace}/{args.app}: http://{args.address}:{args.port}/ (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            if kube.get_app(args.namespace, args.app) is None:
+                print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
+                return 1
+            if subprocess.run(port_forward_command(args, kubectl), check=False).returncode != 0:
+                print("# no driver serves the UI now (starting or restarting): trying again", file=sys.stderr)
+            time.sleep(args.retry)
+    except KeyboardInterrupt:
+        return 0
+
+
 def _add_app_commands(commands: Any) -> None:
     """Register the commands that operate apps."""
     common = argparse.ArgumentParser(add_help=False)
@@ -278,6 +313,12 @@ def _add_app_commands(commands: Any) -> None:
     logs.add_argument("--previous", action="store_true", help="the previous attempt's driver, while its pod exists")
     logs.add_argument("-f", "--follow", action="store_true")
     logs.set_defaults(func=command_logs)
+    ui = commands.add_parser("ui", parents=[common], help="forward a local port to the app's Spark UI, print its URL")
+    ui.add_argument("app")
+    ui.add_argument("--port", type=int, default=contract.SPARK_UI_PORT, help="local port (default 4040)")
+    ui.add_argument("--address", default="127.0.0.1", help="local address to listen on")
+    ui.add_argument("--retry", type=float, default=2.0, help="seconds between forwards when the driver changes")
+    ui.set_defaults(func=command_ui)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,9 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient
 
-from headrace.adapters.kube import KubeClient
+from headrace.adapters.kube import Conflict, Gone, KubeClient
+from headrace.render import security
+
+from .kube import app_manifest, create_app
 
 CALLS = 30
 
@@ -66,3 +70,41 @@ def test_an_existing_account_of_the_app_gets_the_metadata_rendered_now(kube_api:
     kube.create(_account(namespace, other, {"foreign": "y"}))  # another owner's: a failed test, nothing changed
     stored = kube.core.read_namespaced_service_account("clicks-spark", namespace)
     assert stored.metadata.annotations == changed
+
+
+def _policy(namespace: str, owner: dict[str, str], peers: security.Peers) -> dict[str, Any]:
+    metadata = {"name": "clicks-spark", "namespace": namespace, "ownerReferences": [owner]}
+    ports = [{"name": "metrics", "containerPort": 9464}, {"name": "spark-ui", "containerPort": 4040}]
+    return security.network_policy("clicks", metadata, ports, "headrace-system", peers)
+
+
+def _stored_policy(kube: KubeClient, namespace: str) -> dict[str, Any]:
+    policy = kube.networking.read_namespaced_network_policy("clicks-spark", namespace)
+    return dict(kube.core.api_client.sanitize_for_serialization(policy))
+
+
+def test_an_existing_policy_of_the_app_gets_the_spec_rendered_now(kube_api: ApiClient, namespace: str) -> None:
+    """The admin added a Prometheus namespace (HEADRACE_METRICS_NAMESPACES): the next ensure replaces the app's
+    NetworkPolicy spec (a namespace removed from the settings goes too); a policy the app does not own is left
+    alone."""
+    kube = KubeClient(kube_api)
+    app, other = _owner(kube, namespace, "app"), _owner(kube, namespace, "other")
+    assert kube.create(_policy(namespace, app, security.Peers(ui_namespaces=("web",)))) is not None
+    monitoring = security.Peers(metrics_namespaces=("monitoring",))
+    assert kube.create(wanted := _policy(namespace, app, monitoring)) is None  # it existed
+    assert _stored_policy(kube, namespace)["spec"] == wanted["spec"]
+    kube.create(_policy(namespace, other, security.NO_PEERS))  # another owner's: the patch fails, nothing changed
+    assert _stored_policy(kube, namespace)["spec"] == wanted["spec"]
+
+
+def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, namespace: str) -> None:
+    """A status write guarded by an old resourceVersion raises Conflict (decide again); on an app deleted
+    meanwhile it raises Gone (forget it), not Conflict."""
+    kube = KubeClient(api)
+    body = create_app(api, namespace, app_manifest("stale"))
+    kube.replace_app_status(body, {"phase": "Deploying"})
+    with pytest.raises(Conflict):
+        kube.replace_app_status(body, {"phase": "Running"})
+    kube.custom.delete_namespaced_custom_object("headrace.dev", "v1alpha1", namespace, "streamingapps", "stale")
+    with pytest.raises(Gone):
+        kube.replace_app_status(body, {"phase": "Running"})

@@ -62,7 +62,7 @@ code needs (no more), and the real API server's authorizer that they suffice.
 {{- define "headrace.namespacedRules" -}}
 - apiGroups: [headrace.dev]
   resources: [streamingapps]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [headrace.dev]
   resources: [streamingsavepoints]
   verbs: [list, watch, create, delete, patch]
@@ -92,7 +92,7 @@ code needs (no more), and the real API server's authorizer that they suffice.
   verbs: [create]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [create]
+  verbs: [create, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [create]

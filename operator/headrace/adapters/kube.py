@@ -1,7 +1,8 @@
 """The Kubernetes API as the operator uses it: apps, driver pods, attempt objects, secrets, events.
 
 Creates are idempotent (AlreadyExists is success), deletes tolerate NotFound, and status writes
-are optimistic (a stale resourceVersion raises `Conflict`, and the caller reconciles again).
+are optimistic (a stale resourceVersion raises `Conflict`, an object deleted meanwhile `Gone`, and
+the caller reads it again and reconciles again).
 Every call has a timeout (`REQUEST_TIMEOUT`, unless a call passes its own): a hung API server or
 connection never holds a reconcile worker for longer.
 """
@@ -19,7 +20,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import models, names
-from headrace.core.election import StoredLease, lease_record
+from headrace.core.election import StoredLease, lease_record, lease_spec
+from headrace.core.election import release as released_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -27,6 +29,10 @@ HTTP_CONFLICT = 409
 
 class Conflict(Exception):
     """The object changed since it was read; read it again and decide again."""
+
+
+class Gone(Exception):
+    """The object was deleted since it was read; read it again (to forget it) instead of deciding again."""
 
 
 HTTP_REFUSED = (400, 403, 422)  # bad request, forbidden (RBAC, admission, quota), invalid
@@ -62,6 +68,21 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)  # reading the whole body returns the connection to the pool
 
 
+def _object(response: Any) -> dict[str, Any]:
+    """A raw response's body: one object, or a list's {items, metadata}."""
+    return cast(dict[str, Any], _json(response))
+
+
+def _unless(status: int, call: Callable[[], Any]) -> dict[str, Any] | None:
+    """The body `call` answers (raw), None when the API server answers `status` instead (404: no such object;
+    409: it exists already). Each caller names its client call inside `call`: the chart's RBAC test reads them."""
+    try:
+        return _object(call())
+    except ApiException as error:
+        _ignore(status, error)
+        return None
+
+
 def release(response: Any) -> None:
     """Finish a raw response whose body is not needed. Until its body is read, urllib3 keeps the connection
     checked out; dropped unread, the connection is closed, so every call paid a new TLS handshake.
@@ -71,6 +92,7 @@ def release(response: Any) -> None:
 
 
 RAW: dict[str, Any] = {"_preload_content": False}  # answers parsed by `_json`, not the client's slow models
+CUSTOM = (models.GROUP, models.VERSION)  # a custom-object call's group and version, before its plural
 REQUEST_TIMEOUT = (10.0, 60.0)  # seconds: (connect, read) of every API call
 
 
@@ -117,31 +139,17 @@ class KubeClient:
     # ------------------------------------------------------------------------------------ apps --
     def get_app(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The StreamingApp, read from the API server (not a cache), or None when gone."""
-        try:
-            body = cast(
-                dict[str, Any],
-                _json(
-                    self.custom.get_namespaced_custom_object(
-                        models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, _preload_content=False
-                    )
-                ),
-            )
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
-            return None
-        return body
+        return _unless(
+            HTTP_NOT_FOUND,
+            lambda: self.custom.get_namespaced_custom_object(*CUSTOM, namespace, models.APP_PLURAL, name, **RAW),
+        )
 
     def list_apps(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """Every StreamingApp in a namespace, or in the cluster."""
         if namespace is None:
-            result = cast(
-                dict[str, Any], self.custom.list_cluster_custom_object(models.GROUP, models.VERSION, models.APP_PLURAL)
-            )
+            result = _object(self.custom.list_cluster_custom_object(*CUSTOM, models.APP_PLURAL, **RAW))
         else:
-            result = cast(
-                dict[str, Any],
-                self.custom.list_namespaced_custom_object(models.GROUP, models.VERSION, namespace, models.APP_PLURAL),
-            )
+            result = _object(self.custom.list_namespaced_custom_object(*CUSTOM, namespace, models.APP_PLURAL, **RAW))
         items: list[dict[str, Any]] = result.get("items", [])
         return items
 
@@ -149,200 +157,181 @@ class KubeClient:
         """Merge-patch an app's spec (what a person does with kubectl edit)."""
         release(
             self.custom.patch_namespaced_custom_object(
-                models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, {"spec": spec}, _preload_content=False
+                *CUSTOM, namespace, models.APP_PLURAL, name, {"spec": spec}, **RAW
             )
         )
+
+    def set_app_finalizer(self, body: dict[str, Any], finalizer: str, *, present: bool) -> dict[str, Any] | None:
+        """Add or remove one finalizer of an app, guarded by the body's resourceVersion (others' finalizers stay);
+        returns the app (None: gone)."""
+        metadata = body["metadata"]
+        current = list(metadata.get("finalizers") or [])
+        wanted = [item for item in current if item != finalizer] + ([finalizer] if present else [])
+        patch = {"metadata": {"finalizers": wanted or None, "resourceVersion": metadata.get("resourceVersion")}}
+        try:
+            return cast(
+                dict[str, Any],
+                _json(
+                    self.custom.patch_namespaced_custom_object(
+                        models.GROUP,
+                        models.VERSION,
+                        metadata["namespace"],
+                        models.APP_PLURAL,
+                        metadata["name"],
+                        patch,
+                        _preload_content=False,
+                    )
+                ),
+            )
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                raise Conflict(str(error.reason)) from error
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
 
     def scale_app(self, namespace: str, name: str, replicas: int) -> None:
         """Set the executors through the scale subresource (as kubectl scale, HPA and KEDA do)."""
         release(
             self.custom.patch_namespaced_custom_object_scale(
-                models.GROUP,
-                models.VERSION,
-                namespace,
-                models.APP_PLURAL,
-                name,
-                {"spec": {"replicas": replicas}},
-                _preload_content=False,
+                *CUSTOM, namespace, models.APP_PLURAL, name, {"spec": {"replicas": replicas}}, **RAW
             )
         )
 
     def get_savepoint(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One StreamingSavepoint, or None."""
-        try:
-            return cast(
-                dict[str, Any],
-                _json(
-                    self.custom.get_namespaced_custom_object(
-                        models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, _preload_content=False
-                    )
-                ),
-            )
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
-            return None
+        return _unless(
+            HTTP_NOT_FOUND,
+            lambda: self.custom.get_namespaced_custom_object(*CUSTOM, namespace, models.SAVEPOINT_PLURAL, name, **RAW),
+        )
 
     def replace_app_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """Write the whole status, guarded by the body's resourceVersion."""
         metadata = body["metadata"]
         updated = {**body, "status": status}
         try:
-            result = cast(
-                dict[str, Any],
-                _json(
-                    self.custom.replace_namespaced_custom_object_status(
-                        models.GROUP,
-                        models.VERSION,
-                        metadata["namespace"],
-                        models.APP_PLURAL,
-                        metadata["name"],
-                        updated,
-                        _preload_content=False,
-                    )
-                ),
+            return _object(
+                self.custom.replace_namespaced_custom_object_status(
+                    *CUSTOM, metadata["namespace"], models.APP_PLURAL, metadata["name"], updated, **RAW
+                )
             )
         except ApiException as error:
-            if error.status in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+            if error.status == HTTP_CONFLICT:
                 raise Conflict(str(error.reason)) from error
+            if error.status == HTTP_NOT_FOUND:
+                raise Gone(str(error.reason)) from error
             raise
-        return result
 
     def patch_app_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch part of an app's status (fields not named are left as they are); returns the app."""
         # Each method names its own call and plural: the chart's RBAC test reads them method by method.
-        return cast(
-            dict[str, Any],
-            _json(
-                self.custom.patch_namespaced_custom_object_status(
-                    models.GROUP, models.VERSION, namespace, models.APP_PLURAL, name, {"status": status}, **RAW
-                )
-            ),
+        return _object(
+            self.custom.patch_namespaced_custom_object_status(
+                *CUSTOM, namespace, models.APP_PLURAL, name, {"status": status}, **RAW
+            )
         )
 
     def list_objects(self, kind: str, namespace: str | None) -> tuple[list[dict[str, Any]], str]:
         """Every object of a kind the operator watches ("app", "savepoint", or "pod": driver pods only), in a
         namespace or the cluster, and the list's resourceVersion (what the watches' cache is checked against)."""
         if kind == "pod":
-            options: dict[str, Any] = {"label_selector": names.DRIVER_SELECTOR, "_preload_content": False}
+            selector = names.DRIVER_SELECTOR
             if namespace is None:
-                result = _json(self.core.list_pod_for_all_namespaces(**options))
+                result = _object(self.core.list_pod_for_all_namespaces(label_selector=selector, **RAW))
             else:
-                result = _json(self.core.list_namespaced_pod(namespace, **options))
+                result = _object(self.core.list_namespaced_pod(namespace, label_selector=selector, **RAW))
         else:
             plural = models.APP_PLURAL if kind == "app" else models.SAVEPOINT_PLURAL
             if namespace is None:
-                result = _json(
-                    self.custom.list_cluster_custom_object(models.GROUP, models.VERSION, plural, _preload_content=False)
-                )
+                result = _object(self.custom.list_cluster_custom_object(*CUSTOM, plural, **RAW))
             else:
-                result = _json(
-                    self.custom.list_namespaced_custom_object(
-                        models.GROUP, models.VERSION, namespace, plural, _preload_content=False
-                    )
-                )
+                result = _object(self.custom.list_namespaced_custom_object(*CUSTOM, namespace, plural, **RAW))
         items: list[dict[str, Any]] = result.get("items") or []
         return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
 
     # ------------------------------------------------------------------------------ savepoints --
     def create_savepoint(self, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """Create a StreamingSavepoint; returns it as stored, or None when it already existed (which is fine)."""
-        try:
-            return cast(
-                dict[str, Any],
-                _json(
-                    self.custom.create_namespaced_custom_object(
-                        models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, body, _preload_content=False
-                    )
-                ),
-            )
-        except ApiException as error:
-            _ignore(HTTP_CONFLICT, error)
-            return None
+        return _unless(
+            HTTP_CONFLICT,
+            lambda: self.custom.create_namespaced_custom_object(
+                *CUSTOM, namespace, models.SAVEPOINT_PLURAL, body, **RAW
+            ),
+        )
 
     def patch_savepoint_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch a StreamingSavepoint's status (the record of its outcome); returns it as stored."""
-        return cast(
-            dict[str, Any],
-            _json(
-                self.custom.patch_namespaced_custom_object_status(
-                    models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, {"status": status}, **RAW
-                )
-            ),
+        return _object(
+            self.custom.patch_namespaced_custom_object_status(
+                *CUSTOM, namespace, models.SAVEPOINT_PLURAL, name, {"status": status}, **RAW
+            )
         )
 
     def delete_savepoint(self, namespace: str, name: str) -> None:
         """Delete a StreamingSavepoint record."""
-        try:
-            release(
-                self.custom.delete_namespaced_custom_object(
-                    models.GROUP, models.VERSION, namespace, models.SAVEPOINT_PLURAL, name, _preload_content=False
-                )
-            )
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
+        _unless(
+            HTTP_NOT_FOUND,
+            lambda: self.custom.delete_namespaced_custom_object(
+                *CUSTOM, namespace, models.SAVEPOINT_PLURAL, name, **RAW
+            ),
+        )
 
     # ------------------------------------------------------------------------------------ pods --
     def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         """Every driver pod of an app, of any run or attempt."""
         selector = f"{names.APP}={app},{names.DRIVER_SELECTOR}"
-        pods = _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False))
-        return list(pods.get("items", []))
+        return list(_object(self.core.list_namespaced_pod(namespace, label_selector=selector, **RAW)).get("items", []))
 
     def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         """Every executor pod of an app (listed only while its driver is short of executors)."""
-        pods = _json(
-            self.core.list_namespaced_pod(
-                namespace, label_selector=names.executor_selector(app), _preload_content=False
-            )
-        )
-        return list(pods.get("items", []))
+        selector = names.executor_selector(app)
+        return list(_object(self.core.list_namespaced_pod(namespace, label_selector=selector, **RAW)).get("items", []))
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any] | None:
         """Delete a pod (background propagation: its executors follow). Returns the pod when it is now terminating
         (its deletionTimestamp set), None when it is gone or was not there."""
-        try:
-            answer = _json(
-                self.core.delete_namespaced_pod(
-                    name,
-                    namespace,
-                    grace_period_seconds=grace_seconds,
-                    propagation_policy="Background",
-                    _preload_content=False,
-                )
-            )
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
+        answer = _unless(
+            HTTP_NOT_FOUND,
+            lambda: self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=grace_seconds, propagation_policy="Background", **RAW
+            ),
+        )
+        if answer is None or answer.get("kind") != "Pod" or not (answer.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        terminating = answer.get("kind") == "Pod" and (answer.get("metadata") or {}).get("deletionTimestamp")
-        return cast(dict[str, Any], answer) if terminating else None
+        return answer
 
     def read_lease(self, namespace: str, name: str) -> StoredLease | None:
         """A Lease's record and resourceVersion (an app's driver Lease, for the fence), None when there is none."""
-        try:
-            body = _json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False))
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
+        body = _unless(HTTP_NOT_FOUND, lambda: self.coordination.read_namespaced_lease(name, namespace, **RAW))
+        if body is None:
             return None
         return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
+    def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
+        """Release a Lease that `holder` still holds (its record as the holder's own release writes it), over the
+        version just read: a Lease renewed, taken or released meanwhile is left alone. True when released."""
+        stored = self.read_lease(namespace, name)
+        record = released_record(stored.record, holder, now) if stored is not None else None
+        if stored is None or record is None:
+            return False
+        metadata = {"name": name, "namespace": namespace, "resourceVersion": stored.resource_version}
+        spec = lease_spec(record)
+        body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+        try:
+            release(self.coordination.replace_namespaced_lease(name, namespace, body, _preload_content=False))
+        except ApiException as error:
+            if error.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+                raise
+            return False
+        return True
+
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         """Add labels to a pod; the pod as stored, None when it is gone."""
-        try:
-            patch = {"metadata": {"labels": labels}}
-            pod: dict[str, Any] = _json(self.core.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
-            return None
-        return pod
+        patch = {"metadata": {"labels": labels}}
+        return _unless(HTTP_NOT_FOUND, lambda: self.core.patch_namespaced_pod(name, namespace, patch, **RAW))
 
     def read_node(self, name: str) -> dict[str, Any] | None:
         """A Node as stored (whether it is being drained), None when there is none."""
-        try:
-            node: dict[str, Any] = _json(self.core.read_node(name, _preload_content=False))
-        except ApiException as error:
-            _ignore(HTTP_NOT_FOUND, error)
-            return None
-        return node
+        return _unless(HTTP_NOT_FOUND, lambda: self.core.read_node(name, **RAW))
 
     # ------------------------------------------------------------------------- other objects --
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
@@ -364,7 +353,7 @@ class KubeClient:
         }
         options: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         try:
-            return cast(dict[str, Any], _json(creators[obj["kind"]](namespace, obj, _preload_content=False, **options)))
+            return _object(creators[obj["kind"]](namespace, obj, **RAW, **options))
         except ApiException as error:
             if error.status in HTTP_REFUSED:
                 what = f"{obj['kind']} {obj['metadata'].get('name', '')}".strip()
@@ -372,7 +361,29 @@ class KubeClient:
             _ignore(HTTP_CONFLICT, error)
             if obj["kind"] == "ServiceAccount" and not dry_run:
                 self._set_account_metadata(obj)
+            if obj["kind"] == "NetworkPolicy" and not dry_run:
+                self._set_policy_spec(obj)
             return None
+
+    def _set_policy_spec(self, policy: dict[str, Any]) -> None:
+        """An existing NetworkPolicy the app owns gets the spec rendered now (the admin's admitted namespaces,
+        HEADRACE_METRICS_NAMESPACES and HEADRACE_UI_NAMESPACES, may have changed): one JSON patch whose first
+        operation tests the owner's uid, so a policy of the same name that the app does not own is left alone."""
+        metadata = policy["metadata"]
+        owners = metadata.get("ownerReferences") or [{}]
+        patch = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": owners[0].get("uid")},
+            {"op": "replace", "path": "/spec", "value": policy["spec"]},
+        ]
+        try:
+            release(
+                self.networking.patch_namespaced_network_policy(
+                    metadata["name"], metadata["namespace"], patch, _preload_content=False
+                )
+            )
+        except ApiException as error:
+            if error.status not in (*HTTP_REFUSED, HTTP_NOT_FOUND):
+                raise
 
     def _set_account_metadata(self, account: dict[str, Any]) -> None:
         """An existing ServiceAccount the app owns gets the labels and annotations rendered now, as a whole (the
@@ -441,10 +452,7 @@ class KubeClient:
             (self.core.delete_namespaced_config_map, names.config_map(app, run, attempt)),
             (self.core.delete_namespaced_service, names.driver_service(app, run, attempt)),
         ):
-            try:
-                release(deleter(name, namespace, _preload_content=False))
-            except ApiException as error:
-                _ignore(HTTP_NOT_FOUND, error)
+            _unless(HTTP_NOT_FOUND, lambda: deleter(name, namespace, **RAW))  # noqa: B023 - called at once
 
     # ---------------------------------------------------------------------------------- events --
     def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str, now: datetime) -> None:

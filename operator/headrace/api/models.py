@@ -458,10 +458,29 @@ class SavepointPolicy(Model):
         ),
         change(ChangeKind.IGNORE),
     ] = False
+    onDeletion: Annotated[
+        bool,
+        Field(
+            description="Deleting the app first stops its running driver with a final savepoint (a "
+            "StreamingSavepoint with reason deletion, which outlives the app: restore it with restoreFrom). The app "
+            "carries the finalizer headrace.dev/final-savepoint meanwhile, released when the savepoint is taken, "
+            "fails, or cannot be taken (no running driver), and at the latest after onDeletionTimeout. Needs "
+            "state.savepointDir."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = False
+    onDeletionTimeout: Annotated[
+        Duration,
+        Field(
+            description="How long a deletion waits for its final savepoint (spec.savepoints.onDeletion) before the "
+            "app goes without one (a Warning event FinalSavepointTimedOut says so)."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = "5m"
 
 
 class RestoreFrom(Model):
-    """Initial state of the first run."""
+    """Initial state of the first run, and of every redeploy (a change of spec.redeployNonce)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -699,9 +718,9 @@ class AutoscalerSpec(Model):
     allowRepartition: Annotated[
         bool,
         Field(
-            description="When the executors needed exceed what spec.state.partitions lets them use, active mode may "
-            "change the state partitions itself (a new run through a savepoint and an offline repartition; "
-            "processing pauses). false: it only recommends the partition count (status and Event)."
+            description="Reserved: when the executors needed exceed what spec.state.partitions lets them use, "
+            "active mode is to change the state partitions itself (a new run through a savepoint and an offline "
+            "repartition). This version only recommends the partition count (status and Event), either way."
         ),
     ] = False
     quota: Annotated[
@@ -788,6 +807,17 @@ class StreamingAppSpec(Model):
         Field(ge=0, description="Change it to restart the driver from the latest checkpoint."),
         change(ChangeKind.IGNORE),
     ] = 0
+    redeployNonce: Annotated[
+        int,
+        Field(
+            ge=0,
+            description="Change it to redeploy the app from spec.restoreFrom (Flink's savepointRedeployNonce): the "
+            "driver stops without a savepoint and a new run starts from that savepoint or path, with this spec. "
+            "Refused (the driver keeps running) while spec.restoreFrom is unset or names a savepoint that has not "
+            "succeeded; a value already applied never redeploys again.",
+        ),
+        change(ChangeKind.IGNORE),
+    ] = 0
     serviceAccountName: Annotated[
         str | None,
         Field(
@@ -869,7 +899,7 @@ class RestartStatus(Model):
     )
 
 
-SavepointReason = Literal["manual", "periodic", "upgrade", "suspend", "import"]
+SavepointReason = Literal["manual", "periodic", "upgrade", "suspend", "import", "deletion"]
 """Why a savepoint exists (StreamingSavepoint spec.reason)."""
 
 
@@ -944,6 +974,13 @@ class Suspending(ThroughSavepoint):
     kind: Literal["Suspend"] = "Suspend"
 
 
+class DeletingWithSavepoint(ThroughSavepoint):
+    """The app is being deleted with spec.savepoints.onDeletion: the driver stops with a final savepoint, then the
+    app's finalizer is released."""
+
+    kind: Literal["Delete"] = "Delete"
+
+
 class PrewarmUpgrade(Operation):
     """A pre-warmed upgrade: the new spec's driver warms up as a standby while the running one keeps processing."""
 
@@ -958,7 +995,7 @@ class PrewarmUpgrade(Operation):
     )
 
 
-SavepointOperation = TakingSavepoint | SavepointUpgrade | Suspending
+SavepointOperation = TakingSavepoint | SavepointUpgrade | Suspending | DeletingWithSavepoint
 
 
 def _log_tag(value: Any) -> str | None:
@@ -975,6 +1012,7 @@ PendingOperation = Annotated[
     | Annotated[TakingSavepoint, Tag("Savepoint/TakeSavepoint")]
     | Annotated[SavepointUpgrade, Tag("Upgrade/TakeSavepoint")]
     | Annotated[Suspending, Tag("Suspend/TakeSavepoint")]
+    | Annotated[DeletingWithSavepoint, Tag("Delete/TakeSavepoint")]
     | Annotated[PrewarmUpgrade, Tag("Upgrade/Prewarm")],
     Discriminator(
         _log_tag,
@@ -1044,11 +1082,25 @@ class AutoscalerReading(Model):
     executorsSince: str | None = None
 
 
-class AutoscalerStatus(Model):
-    """What the autoscaler (spec.autoscaler.mode passive) would do and why, with the window it decided on."""
+class AutoscalerCheck(Model):
+    """A scale-up whose effect is judged once the window at the new size fills (ineffective: undone)."""
 
-    action: Literal["hold", "scale", "repartition"] = Field(description="What it would do now.")
+    fromExecutors: int
+    toExecutors: int
+    capacityBefore: float = Field(description="Rows per second of batch time at fromExecutors.")
+
+
+class AutoscalerStatus(Model):
+    """What the autoscaler decided and why (passive: would do; active: did), with the window it decided on and
+    what the next decision remembers."""
+
+    action: Literal["hold", "scale", "repartition"] = Field(description="What it would do (passive) or did now.")
     executors: int = Field(description="The executors it would have (the current ones for hold).")
+    target: int | None = Field(
+        default=None,
+        description="Active mode: the executors the autoscaler gave the running driver (they replace "
+        "spec.executor.instances while the mode is active); unset until its first action.",
+    )
     reason: str = Field(description="Why, as a CamelCase word (docs/autoscaler.md lists them).")
     message: str = ""
     utilization: float | None = None
@@ -1061,6 +1113,12 @@ class AutoscalerStatus(Model):
     sizeSince: str | None = None
     scaleDownSince: str | None = None
     scaleDownTo: int = 0
+    actionTimes: list[str] = Field(default_factory=list, description="Active mode: its actions within the hour.")
+    check: AutoscalerCheck | None = None
+    blockedAbove: int | None = Field(
+        default=None, description="No scale-up beyond this size (an ineffective one was undone) while the spec stays."
+    )
+    blockedSpec: str | None = Field(default=None, description="The spec hash blockedAbove holds for.")
 
 
 class StreamingAppStatus(Model):
@@ -1083,7 +1141,7 @@ class StreamingAppStatus(Model):
     latestSavepoint: SavepointRef | None = None
     progress: ProgressSummary | None = None
     autoscaler: AutoscalerStatus | None = Field(
-        default=None, description="What the autoscaler would do (spec.autoscaler.mode passive)."
+        default=None, description="What the autoscaler would do (mode passive) or did (mode active), and why."
     )
     error: str | None = Field(default=None, description="Why the current spec is not applied, if it is not.")
     suspendedSavepoint: str | None = Field(

@@ -24,7 +24,7 @@ from typing import Any, assert_never
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
-from headrace.adapters.kube import Conflict, KubeClient, Refused
+from headrace.adapters.kube import Conflict, Gone, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppStatus
@@ -39,6 +39,7 @@ from headrace.controller.observe import (
     app_view,
     current_driver_pod,
     deleted_executors,
+    ended_nodes,
     lease_wanted,
     observe,
     prewarmed_driver_pod,
@@ -57,7 +58,9 @@ from headrace.core.plan import (
     MarkWriter,
     Plan,
     PromoteDriver,
+    ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
@@ -66,6 +69,7 @@ from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import control_tls, manifests
 from headrace.render.savepoints import savepoint_resource
+from headrace.render.security import NO_PEERS, Peers
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +108,7 @@ class Reconciler:
         *,
         policy: TenantPolicy = DEFAULT_POLICY,
         operator_namespace: str | None = None,
+        peers: Peers = NO_PEERS,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
@@ -114,6 +119,7 @@ class Reconciler:
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
         self.operator_namespace = operator_namespace  # the operator pod's namespace (settings: POD_NAMESPACE)
+        self.peers = peers  # namespaces admitted to the metrics and UI ports (settings: HEADRACE_*_NAMESPACES)
         # Savepoint calls (minutes while the driver copies) run here, not on a reconcile worker; default: inline.
         self._run_savepoint = savepoint_runner or (lambda call: call())
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
@@ -133,7 +139,7 @@ class Reconciler:
         started = time.monotonic()
         try:
             delay = self._reconcile(namespace, name)
-        except Conflict:
+        except (Conflict, Gone):  # the status write found the cached app stale, or deleted meanwhile
             self.metrics.reconciles.labels("conflict").inc()
             self._refresh(namespace, name)
             return CONFLICT_RETRY_SECONDS
@@ -157,7 +163,7 @@ class Reconciler:
         if self.cache.unsettled("app"):  # the app's CRD changed: its watch may deliver it under the old schema
             self._refresh(namespace, name)
         body = self.cache.app(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
+        if body is None or _gone(body):
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
             self._ensured.forget(namespace, name)
@@ -165,6 +171,9 @@ class Reconciler:
             self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
+        if view.status_problems and view.deleting_since is not None and view.final_savepoint_finalizer:
+            self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=False)  # never stuck
+            return None
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
             unreadable.hold_app(self.kube, self.recorder, body, view, self.clock())
             return None
@@ -181,6 +190,7 @@ class Reconciler:
             prewarmed_status=self._prewarmed_status(body, view.status, pods),
             lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
+            ready_nodes=self._nodes.ready(ended_nodes(pods)),
         )
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
             observation = self._with_deleted_executors(namespace, name, observation)
@@ -265,7 +275,7 @@ class Reconciler:
         with failpoints.around(kind):
             return self._carry_out(body, action)
 
-    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: PLR0911 - one per kind
+    def _carry_out(self, body: dict[str, Any], action: Action) -> float | None:  # noqa: C901, PLR0911, PLR0912 - one per kind
         """Every kind of action has its case; a kind without one fails the type check (assert_never).
         An action that changes what the cache holds asks for the next reconcile (AGAIN): its watch event is
         an echo, and the cache already has the answer."""
@@ -280,6 +290,11 @@ class Reconciler:
                 if deleting is not None:
                     self.cache.wrote("pod", deleting)
                 return AGAIN
+            case ReleaseDriverLease():
+                app = body["metadata"]["name"]
+                if self.kube.release_lease(namespace, names.driver_lease(app), action.holder, self.clock()):
+                    logger.info("released the driver Lease of %s/%s: %s", namespace, app, action.reason)
+                return None
             case MarkWriter():
                 labelled = self.kube.label_pod(namespace, action.name, {names.WRITER: "true"})
                 if labelled is not None:
@@ -307,6 +322,11 @@ class Reconciler:
                 self.kube.delete_savepoint(namespace, action.name)
                 self.cache.forget("savepoint", namespace, action.name)
                 return AGAIN
+            case SetFinalizer():
+                kept = self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=action.present)
+                if kept is not None:
+                    self.cache.wrote("app", kept)
+                return None
             case _:
                 assert_never(action)
 
@@ -447,6 +467,7 @@ class Reconciler:
             namespace=metadata["namespace"],
             app_uid=metadata["uid"],
             operator_namespace=self.operator_namespace,
+            peers=self.peers,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):
@@ -594,6 +615,13 @@ def _after_status_write(plan: Plan) -> float:
     driver pod is being created (then its scheduling is waited for, see SCHEDULING_SECONDS)."""
     creating = any(isinstance(action, EnsureDriver) and not action.check_only for action in plan.actions)
     return SCHEDULING_SECONDS if creating else AGAIN
+
+
+def _gone(body: dict[str, Any]) -> bool:
+    """Deleted, and not waiting for a final savepoint (headrace.core.deletion): nothing more to decide."""
+    metadata = body["metadata"]
+    waits = names.FINAL_SAVEPOINT_FINALIZER in (metadata.get("finalizers") or ())
+    return bool(metadata.get("deletionTimestamp")) and not waits
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

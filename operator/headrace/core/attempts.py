@@ -110,6 +110,7 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
             builder.actions.append(ensure(spec, run, expected_commits(builder), check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
         fence.force_stuck(builder, others, observation.lease)  # a lost node's pod: gone once its Lease proves it
+        fence.release_dead(builder, others, observation.lease)  # a dead driver's Lease: the next takes it at once
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from headrace.api.models import AutoscalerReading, AutoscalerSample, AutoscalerStatus, StreamingAppSpec
+from headrace.api.models import AutoscalerCheck, AutoscalerReading, AutoscalerSample, AutoscalerStatus, StreamingAppSpec
 from headrace.core.durations import parse_duration
 from headrace.core.observation import BatchTotals, DriverProgress
 from headrace.core.quantities import spark_memory_mib
@@ -35,7 +35,7 @@ from headrace.core.validation import app_cores, app_memory_mib
 HOUR = timedelta(hours=1)
 RECENT_SHARE = 1 / 3  # the input rate is the higher of the window's and of its last third's
 
-Action = Literal["hold", "scale", "repartition"]
+ScalingAction = Literal["hold", "scale", "repartition"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class AutoscalerMemory:
 class Decision:
     """What to do now and why: `reason` is a CamelCase word (for Events and metrics), `message` a sentence."""
 
-    action: Action
+    action: ScalingAction
     executors: int  # the size to have (the current one for hold)
     reason: str
     message: str
@@ -224,7 +224,7 @@ class _Situation:
         return _hold(reason, message, self.current, self.utilization, needed)
 
 
-def decide(
+def decide_scaling(
     spec: StreamingAppSpec, memory: AutoscalerMemory, signals: Signals, now: datetime
 ) -> tuple[Decision, AutoscalerMemory]:
     """The decision now and the memory for the next call (pure: the same inputs give the same answer)."""
@@ -397,10 +397,10 @@ def _act(
     situation: _Situation, decision: Decision, before: AutoscalerMemory, after: AutoscalerMemory
 ) -> tuple[Decision, AutoscalerMemory]:
     """An action, unless maxActionsPerHour were taken within the hour. What is only recommended (passive mode; a
-    repartition without allowRepartition) is not remembered, so the same load keeps the same recommendation; an
-    action taken is remembered, and the window measured afresh."""
+    repartition, which this version leaves to a person: docs/autoscaler.md) is not remembered, so the same load
+    keeps the same recommendation; an action taken is remembered, and the window measured afresh."""
     config, now = situation.spec.autoscaler, situation.now
-    if config.mode != "active" or (decision.action == "repartition" and not config.allowRepartition):
+    if config.mode != "active" or decision.action == "repartition":
         return decision, before
     if len(after.action_times) >= config.maxActionsPerHour:
         wait = (min(after.action_times) + HOUR - now).total_seconds()
@@ -412,7 +412,7 @@ def _act(
     return decision, replace(after, action_times=(*after.action_times, now), size_since=now)
 
 
-# ------------------------------------------------------------------------------------ passive mode --
+# ------------------------------------------------------------------ the decision kept in status --
 
 READ_EVERY = timedelta(seconds=25)  # at most one reading (and status change) per poll of the driver
 
@@ -452,15 +452,50 @@ def _sample_of(record: AutoscalerSample) -> Sample:
     )
 
 
-def recommend(
+def _check_record(check: ScaleUpCheck | None) -> AutoscalerCheck | None:
+    if check is None:
+        return None
+    return AutoscalerCheck(
+        fromExecutors=check.from_executors, toExecutors=check.to_executors, capacityBefore=check.capacity_before
+    )
+
+
+def _check_of(record: AutoscalerCheck | None) -> ScaleUpCheck | None:
+    if record is None:
+        return None
+    return ScaleUpCheck(record.fromExecutors, record.toExecutors, record.capacityBefore)
+
+
+def _memory_of(previous: AutoscalerStatus | None, spec_key: str) -> AutoscalerMemory:
+    """What the status remembers; the block after an ineffective scale-up holds only for the spec it was found on."""
+    if previous is None:
+        return AutoscalerMemory()
+    blocked = previous.blockedAbove if previous.blockedSpec == spec_key else None
+    return AutoscalerMemory(
+        executors=previous.measuredExecutors,
+        size_since=parse_time(previous.sizeSince) if previous.sizeSince else None,
+        action_times=tuple(parse_time(at) for at in previous.actionTimes),
+        scale_down_since=parse_time(previous.scaleDownSince) if previous.scaleDownSince else None,
+        scale_down_to=previous.scaleDownTo,
+        check=_check_of(previous.check),
+        blocked_above=blocked,
+    )
+
+
+def recommend(  # noqa: PLR0917 - the decision's inputs, as the planner has them
     spec: StreamingAppSpec,
     previous: AutoscalerStatus | None,
     progress: DriverProgress,
     driver_started_at: datetime,
     now: datetime,
+    spec_key: str = "",
+    *,
+    transition: bool = False,
 ) -> AutoscalerStatus | None:
-    """Passive mode: what the autoscaler would do, from the window kept in the status (a new reading at most every
-    READ_EVERY, so that a decision settles when only the clock moves). None: keep `previous` as it is."""
+    """The decision now (passive: what it would do; active: what to do, `target` set on an action), from the window
+    kept in the status (a new reading at most every READ_EVERY, so that a decision settles when only the clock
+    moves). `spec_key` names the spec (a block after an ineffective scale-up lasts while it stays).
+    None: keep `previous` as it is."""
     current = reading(progress, now)
     if current is None:
         return None
@@ -472,12 +507,6 @@ def recommend(
         samples.append(sample)
     horizon = now - timedelta(seconds=parse_duration(spec.autoscaler.metricsWindow))
     samples = [sample for sample in samples if sample.at > horizon]
-    memory = AutoscalerMemory(
-        executors=previous.measuredExecutors if previous is not None else None,
-        size_since=parse_time(previous.sizeSince) if previous is not None and previous.sizeSince else None,
-        scale_down_since=parse_time(previous.scaleDownSince) if previous and previous.scaleDownSince else None,
-        scale_down_to=previous.scaleDownTo if previous is not None else 0,
-    )
     signals = Signals(
         executors=current.executors,
         requested_executors=progress.requested_executors
@@ -485,14 +514,19 @@ def recommend(
         else current.executors,
         samples=samples,
         driver_started_at=driver_started_at,
+        transition=transition,
         source_partitions=progress.source_partitions,
         stateful=progress.stateful,
         back_to_back=progress.back_to_back,
     )
-    decision, memory = decide(spec, memory, signals, now)
+    decision, memory = decide_scaling(spec, _memory_of(previous, spec_key), signals, now)
+    target = previous.target if previous is not None and spec.autoscaler.mode == "active" else None
+    if acted(spec, decision):
+        target = decision.executors
     return AutoscalerStatus(
         action=decision.action,
         executors=decision.executors,
+        target=target,
         reason=decision.reason,
         message=decision.message,
         utilization=round(decision.utilization, 3) if decision.utilization is not None else None,
@@ -505,4 +539,21 @@ def recommend(
         sizeSince=format_time(memory.size_since) if memory.size_since else None,
         scaleDownSince=format_time(memory.scale_down_since) if memory.scale_down_since else None,
         scaleDownTo=memory.scale_down_to,
+        actionTimes=[format_time(at) for at in memory.action_times],
+        check=_check_record(memory.check),
+        blockedAbove=memory.blocked_above,
+        blockedSpec=spec_key if memory.blocked_above is not None else None,
     )
+
+
+def acted(spec: StreamingAppSpec, decision: Decision) -> bool:
+    """Whether the operator rescales on this decision: active mode's scale actions (a repartition is recommended,
+    docs/autoscaler.md)."""
+    return spec.autoscaler.mode == "active" and decision.action == "scale"
+
+
+REFUSALS = frozenset({
+    "RateLimited", "ScaleUpBlocked", "MaxExecutors", "QuotaReached", "StatePartitions", "SourcePartitions",
+    "NoThroughput", "BacklogGrowing", "BackToBackBatches",
+})  # fmt: skip
+"""Holds that refuse what the load asks for (each an Event when it begins)."""

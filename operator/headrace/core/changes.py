@@ -41,6 +41,11 @@ def restart_requested(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
     return old.restartNonce != new.restartNonce
 
 
+def redeploy_requested(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
+    """The user changed redeployNonce: a new run from spec.restoreFrom."""
+    return old.redeployNonce != new.redeployNonce
+
+
 def savepoint_requested(old: StreamingAppSpec, new: StreamingAppSpec) -> bool:
     """The user bumped savepoints.triggerNonce: take one savepoint now."""
     return old.savepoints.triggerNonce != new.savepoints.triggerNonce

@@ -55,6 +55,15 @@ class DeletePod:
 
 
 @dataclass(frozen=True)
+class ReleaseDriverLease:
+    """Release the app's driver Lease if `holder` (a driver pod its kubelet confirmed dead) still holds it, so the
+    next driver takes it at once instead of waiting for it to expire (`headrace.core.fence.release_dead`)."""
+
+    holder: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class MarkWriter:
     """Label the driver pod that runs the app's queries as its writer (names.WRITER): the one its
     PodDisruptionBudget keeps from eviction."""
@@ -113,9 +122,17 @@ class DeleteSavepointResource:
     name: str
 
 
+@dataclass(frozen=True)
+class SetFinalizer:
+    """Add (`present`) or remove the app's finalizer headrace.dev/final-savepoint (spec.savepoints.onDeletion)."""
+
+    present: bool
+
+
 Action = (
     EnsureDriver
     | DeletePod
+    | ReleaseDriverLease
     | MarkWriter
     | PromoteDriver
     | RescaleInPlace
@@ -123,6 +140,7 @@ Action = (
     | TakeSavepoint
     | SetSavepointStatus
     | DeleteSavepointResource
+    | SetFinalizer
 )
 
 

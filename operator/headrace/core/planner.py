@@ -30,6 +30,7 @@ from typing import assert_never
 from headrace.api import names
 from headrace.api.models import (
     ChangeKind,
+    DeletingWithSavepoint,
     PendingOperation,
     PrewarmUpgrade,
     ProgressSummary,
@@ -42,7 +43,18 @@ from headrace.api.models import (
     TakingSavepoint,
 )
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, savepoints, standby
+from headrace.core import (
+    autoscaler,
+    deletion,
+    drain,
+    executors,
+    failures,
+    fence,
+    prewarm,
+    redeploy,
+    savepoints,
+    standby,
+)
 from headrace.core.attempts import (
     DRIVER_PENDING,
     continue_start,
@@ -85,6 +97,8 @@ SINK_AHEAD_FIX = (
     "contents are no longer wanted; then change spec.restartNonce to retry"
 )
 AUTOSCALER_RECOMMENDS = "AutoscalerRecommends"  # passive mode: what the autoscaler would do
+AUTOSCALER_SCALED = "AutoscalerScaled"  # active mode: it rescaled the executors in place
+AUTOSCALER_REFUSED = "AutoscalerRefused"  # a safeguard, bound or quota refuses what the load asks for
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
 STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
 STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
@@ -98,6 +112,10 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     builder = Builder(app=app, now=now, status=app.status.model_copy(deep=True))
     builder.status.observedGeneration = app.generation
     spec = _effective_spec(builder)
+    if app.deleting_since is not None:
+        deletion.decide(builder, spec, observation)
+        return builder.plan()
+    deletion.finalizer(builder, spec)
     if spec is None:
         return builder.plan()
     builder.status.selector = names.executor_selector(app.name)
@@ -159,7 +177,9 @@ def _first_run(builder: Builder, spec: StreamingAppSpec, observation: Observatio
 
 
 def _while_suspended(builder: Builder, spec: StreamingAppSpec, observation: Observation) -> None:
-    if spec.job.state == "running":
+    if spec.job.state == "running" and redeploy.requested(builder, spec):
+        redeploy.begin(builder, spec, observation)  # refused: stays suspended, saying why
+    elif spec.job.state == "running":
         savepoints.resume(builder, spec, observation)
     else:
         fence_strays(builder, observation, None)  # no driver runs while suspended, even if the operator died
@@ -169,6 +189,11 @@ def _continue_restart(
     builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus, pending: Restart
 ) -> None:
     """Wait out the backoff, then start the next attempt of the same run (same checkpoint)."""
+    if redeploy.requested(builder, spec):  # the user chose the state to run from: no backoff, no failed attempt
+        redeploy.begin(builder, spec, observation)
+        if builder.error_reported:
+            builder.requeue(RESTORE_POLL_SECONDS)
+        return
     if pending.reason == DRIVER_REFUSED and builder.app.status.error:
         builder.report_error(DRIVER_REFUSED, builder.app.status.error)  # stays until an attempt is accepted
     retry_at = builder.status.restarts.nextRetryAt
@@ -196,7 +221,7 @@ def _continue(
         case PrewarmUpgrade():
             _keep_progress(builder, observation)
             prewarm.proceed(builder, spec, observation, pod, pending)
-        case TakingSavepoint() | SavepointUpgrade() | Suspending():
+        case TakingSavepoint() | SavepointUpgrade() | Suspending() | DeletingWithSavepoint():
             savepoints.continue_operation(builder, spec, observation, pod, pending)
         case _:
             assert_never(pending)
@@ -353,7 +378,7 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
     if observation.progress is not None:
         _follow_start_up(builder, run, pod, observation.progress, since)
         builder.status.progress = _summary(observation.progress, builder.status.progress)
-        _recommend(builder, spec, observation.progress, since)
+        _autoscale(builder, spec, observation.progress, since)
         if builder.status.restarts.startupFailures and failures.committed_in_attempt(builder.status.progress, run):
             builder.status.restarts = builder.status.restarts.model_copy(update={"startupFailures": 0})
         if _stuck(builder, spec, observation.progress, since):
@@ -362,7 +387,10 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
             _failure(builder, spec, pod, "NoProgress", message, observation=observation)
             return
     if not drain.tend(builder, spec, observation, pod):  # else its node is being drained: it moves off
-        _apply_spec_change(builder, spec, observation, pod)
+        if redeploy.requested(builder, spec):
+            redeploy.begin(builder, spec, observation)
+        else:
+            _apply_spec_change(builder, spec, observation, pod)
         _converge_when_idle(builder, spec, observation.progress, pod)
 
 
@@ -415,23 +443,45 @@ def _follow_start_up(
         builder.event(FIRST_BATCH_EVENT, message)
 
 
-def _recommend(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, since: datetime) -> None:
-    """Passive autoscaler: status.autoscaler says what it would do, and an Event when that becomes another action.
-    (Active mode does not act yet: it records nothing.)"""
-    if spec.autoscaler.mode != "passive":
+def _autoscale(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, since: datetime) -> None:
+    """The autoscaler (docs/autoscaler.md): status.autoscaler holds its decision. Passive: an Event when what it
+    would do becomes another action. Active: an Event for every action (status.autoscaler.target, which
+    `_converge_executors` gives the driver in place) and whenever a refusal begins."""
+    if spec.autoscaler.mode == "off":
         builder.status.autoscaler = None
         return
     previous = builder.status.autoscaler
-    new = autoscaler.recommend(spec, previous, progress, since, builder.now)
+    transition = builder.status.pendingOperation is not None
+    new = autoscaler.recommend(spec, previous, progress, since, builder.now, spec_hash(spec), transition=transition)
     if new is None:
         return
     builder.status.autoscaler = new
+    if spec.autoscaler.mode == "active" and new.action == "scale":  # taken (a refused one is a hold)
+        executors = progress.registered_executors
+        builder.event(
+            AUTOSCALER_SCALED, f"executors {executors} -> {new.executors} in place ({new.reason}): {new.message}"
+        )
+        builder.start(Started("rescale", RESCALED, executors=new.executors))
+        builder.status.executors = new.executors
+        return
+    if new.reason in autoscaler.REFUSALS:
+        if previous is None or previous.reason != new.reason:
+            builder.event(AUTOSCALER_REFUSED, f"{new.reason}: {new.message}", warning=True)
+        return
     wanted = (new.action, new.executors, new.partitions)
     if new.action != "hold" and (
         previous is None or (previous.action, previous.executors, previous.partitions) != wanted
     ):
         target = f"{new.partitions} state partitions and " if new.partitions else ""
         builder.event(AUTOSCALER_RECOMMENDS, f"would {new.action} to {target}{new.executors} executors: {new.message}")
+
+
+def _wanted_executors(builder: Builder, spec: StreamingAppSpec) -> int:
+    """The executors the running driver should have: the active autoscaler's once it acted, else the spec's."""
+    scaled = builder.status.autoscaler
+    if spec.autoscaler.mode == "active" and scaled is not None and scaled.target is not None:
+        return scaled.target
+    return spec.executor.instances
 
 
 def _keep_progress(builder: Builder, observation: Observation) -> None:
@@ -455,7 +505,7 @@ def _converge_executors(
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if progress is None or running_spec is None or running_spec.executor.instances != spec.executor.instances:
         return
-    wanted = spec.executor.instances
+    wanted = _wanted_executors(builder, spec)
     requested_differs = progress.requested_executors is not None and progress.requested_executors != wanted
     surplus = progress.registered_executors is not None and progress.registered_executors > wanted
     if requested_differs or surplus:
@@ -464,24 +514,33 @@ def _converge_executors(
         )
 
 
+SUMMARY_DERIVED = frozenset({"committedBatches", "lastBatchTime", "firstBatchAt"})
+"""Fields of ProgressSummary that are not DriverProgress's field of the same (snake_case) name as it is."""
+
+
+def _snake_case(name: str) -> str:
+    """lastBatchId -> last_batch_id."""
+    return "".join(f"_{char.lower()}" if char.isupper() else char for char in name)
+
+
 def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:
-    """The driver's progress; committed batches per query only ever grow within a run (a new attempt reports
-    nothing until it commits; `start_attempt` forgets them when a run begins)."""
+    """The driver's progress: every field of ProgressSummary but `SUMMARY_DERIVED` is DriverProgress's field of the
+    same name (so a field added to the summary and not to the progress fails at once, AttributeError); committed
+    batches per query only ever grow within a run (a new attempt reports nothing until it commits;
+    `start_attempt` forgets them when a run begins)."""
     committed = dict((previous.committedBatches or {}) if previous is not None else {})
     for key, batch in progress.committed:
         committed[key] = max(batch, committed.get(key, batch))
-    return ProgressSummary(
-        committedBatches=committed or None,
-        lastBatchId=progress.last_batch_id,
-        lastBatchTime=format_time(progress.last_batch_time) if progress.last_batch_time else None,
-        inputRowsPerSecond=progress.input_rows_per_second,
-        processedRowsPerSecond=progress.processed_rows_per_second,
-        watermark=progress.watermark,
-        stateRows=progress.state_rows,
-        sourceBacklog=progress.source_backlog,
-        registeredExecutors=progress.registered_executors,
-        firstBatchAt=format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
-    )
+    same = {
+        name: getattr(progress, _snake_case(name))
+        for name in ProgressSummary.model_fields
+        if name not in SUMMARY_DERIVED
+    } | {
+        "committedBatches": committed or None,
+        "lastBatchTime": format_time(progress.last_batch_time) if progress.last_batch_time else None,
+        "firstBatchAt": format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
+    }
+    return ProgressSummary(**same)
 
 
 def _stuck(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, running_since: datetime) -> bool:
@@ -628,6 +687,9 @@ def _maybe_leave_terminal_phase(
     running_spec = parse_spec_json(builder.status.lastReconciledSpec)
     if running_spec is not None and classify_change(running_spec, spec) is None:
         return
+    if redeploy.requested(builder, spec):
+        redeploy.begin(builder, spec, observation)
+        return
     builder.status.restarts = builder.status.restarts.model_copy(
         update={"consecutive": 0, "failureTimes": [], "startupFailures": 0}
     )
@@ -680,7 +742,7 @@ def _apply_spec_change(builder: Builder, spec: StreamingAppSpec, observation: Ob
         builder.event("RestartRequested", "restartNonce changed: restarting from the latest checkpoint")
         next_attempt(builder, spec, observation, why="Restarting")
         return
-    if kind == ChangeKind.SCALE:
+    if kind == ChangeKind.SCALE and spec.autoscaler.mode != "active":  # active: the autoscaler sizes the executors
         builder.actions.append(
             RescaleInPlace(pod=pod.name, address=pod.ip, executors=spec.executor.instances, control_tls=pod.control_tls)
         )

@@ -61,6 +61,16 @@ class FakeKube(KubeClient):
         self.calls.append(("delete_savepoint", name))
         self.savepoints.pop((namespace, name), None)
 
+    def set_app_finalizer(self, body: dict[str, Any], finalizer: str, *, present: bool) -> dict[str, Any] | None:
+        metadata = body["metadata"]
+        self.calls.append(("set_app_finalizer", f"{finalizer}={present}"))
+        app = self.apps.get((metadata["namespace"], metadata["name"]))
+        if app is None:
+            return None
+        kept = [item for item in app["metadata"].get("finalizers", []) if item != finalizer]
+        app["metadata"]["finalizers"] = kept + ([finalizer] if present else [])
+        return copy.deepcopy(app)
+
     def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         return [
             copy.deepcopy(pod)
@@ -76,6 +86,10 @@ class FakeKube(KubeClient):
     def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         self.calls.append(("list_executor_pods", app))
         return []
+
+    def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
+        self.calls.append(("release_lease", f"{name}/{holder}"))
+        return True
 
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         self.calls.append(("label_pod", name))

@@ -26,11 +26,14 @@ from headrace.core.plan import (
     EnsureDriver,
     MarkWriter,
     PromoteDriver,
+    ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
 from headrace.render import control_tls, manifests
+from headrace.settings import OperatorSettings
 from tests.unit.builders import T0, certificate, spec
 
 from .fakes import FakeCache, FakeDriver, FakeKube
@@ -68,6 +71,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
     (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
+    (ReleaseDriverLease(holder=DRIVER, reason="killed"), [("release_lease", f"{APP}-driver-lease/{DRIVER}")], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
     (PromoteDriver(pod=DRIVER, address="10.0.0.9"), [], [("promote", "10.0.0.9")]),
     (CreateSavepointResource(name="sp-1", reason="manual"), [("create_savepoint", "sp-1")], []),
@@ -78,6 +82,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
     ),
     (SetSavepointStatus(name="sp-1", phase="Succeeded", path="s3a://b/sp-1"), [("patch_savepoint_status", "sp-1")], []),
     (DeleteSavepointResource(name="sp-1"), [("delete_savepoint", "sp-1")], []),
+    (SetFinalizer(present=True), [("set_app_finalizer", "headrace.dev/final-savepoint=True")], []),
 ]
 
 
@@ -180,6 +185,21 @@ def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None
     (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
     (peer,) = policy["spec"]["ingress"][1]["from"]
     assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "headrace-system"}}
+
+
+def test_the_network_policy_admits_the_namespaces_the_settings_name() -> None:
+    """The reconciler passes the admin's peers (HEADRACE_METRICS_NAMESPACES, HEADRACE_UI_NAMESPACES) to the renderer."""
+    kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
+    kube.apps[(NAMESPACE, APP)] = app_body()
+    environ = {"HEADRACE_METRICS_NAMESPACES": "monitoring, ", "HEADRACE_UI_NAMESPACES": "web"}
+    settings = OperatorSettings.from_environ(environ)
+    reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, peers=settings.peers())
+    action = EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
+    rules = policy["spec"]["ingress"][1:]
+    admitted = [rule["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] for rule in rules]
+    assert admitted == [["monitoring"], ["web"]]
 
 
 def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount() -> None:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any
 
 import pytest
 
-from headrace.api.models import SavepointRef, StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import ProgressSummary, SavepointRef, StreamingAppSpec, StreamingAppStatus
 from headrace.core.attempts import worth_recording
-from headrace.core.observation import Observation
+from headrace.core.observation import BatchTotals, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
-from headrace.core.planner import decide
+from headrace.core.planner import SUMMARY_DERIVED, _snake_case, _summary, decide
 from headrace.core.timefmt import format_time
 from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
@@ -652,8 +653,6 @@ def test_rollback_to_last_stable_spec_when_upgrade_never_becomes_stable() -> Non
 
 # ---------------------------------------------------------------------------------------- progress --
 
-from headrace.core.observation import BatchTotals, DriverProgress  # noqa: E402
-
 
 def test_progress_is_summarised_into_status() -> None:
     status = running_app()
@@ -783,17 +782,17 @@ def test_a_driver_whose_container_ended_while_its_pod_still_runs_is_not_rewritte
     assert first.status.run is not None and first.status.run.startedAt == status.run.startedAt  # type: ignore[union-attr]
 
 
-def _loaded(poll: int) -> DriverProgress:
+def _loaded(poll: int, registered: int = 2, requested: int | None = None, since: float = 0) -> DriverProgress:
     """2 executors busy 4.5 s of every 5 s with a growing backlog, read every 30 s (batch totals since the start)."""
     return DriverProgress(
         last_batch_id=6 * poll,
         last_batch_time=later(poll * 30),
         ready=True,
-        registered_executors=2,
-        requested_executors=2,
+        registered_executors=registered,
+        requested_executors=registered if requested is None else requested,
         source_backlog=1000.0 * poll,
         totals=BatchTotals(batches=6 * poll, input_rows=6 * poll * 9000, busy_seconds=6 * poll * 4.5),
-        executors_since=T0,
+        executors_since=later(since),
     )
 
 
@@ -818,3 +817,86 @@ def test_without_passive_mode_no_autoscaler_status() -> None:
     status = running_app()
     plan = step(status, Observation(drivers=(pod(),), progress=_loaded(3)), later(90))
     assert plan.status.autoscaler is None and not [e for e in plan.events if e.reason == "AutoscalerRecommends"]
+
+
+def test_the_progress_summary_takes_every_field_of_the_progress_by_name() -> None:
+    """No field-by-field copy: each summary field but the derived ones is the progress field of its name."""
+    progress = DriverProgress(last_batch_id=7, input_rows_per_second=1.5, state_rows=3, registered_executors=2)
+    summary = _summary(progress, None)
+    progress_fields = {field.name for field in fields(DriverProgress)}
+    for name in set(ProgressSummary.model_fields) - SUMMARY_DERIVED:
+        assert _snake_case(name) in progress_fields, name
+        assert getattr(summary, name) == getattr(progress, _snake_case(name)), name
+    assert (summary.lastBatchId, summary.stateRows, summary.registeredExecutors) == (7, 3, 2)
+
+
+def _poll(status: StreamingAppStatus, poll: int, app_spec: StreamingAppSpec, **reported: Any) -> Plan:
+    return step(
+        status, Observation(drivers=(pod(),), progress=_loaded(poll, **reported)), later(poll * 30), app_spec=app_spec
+    )
+
+
+def _events(plan: Plan, reason: str) -> list[str]:
+    return [event.message for event in plan.events if event.reason == reason]
+
+
+def _scaled_up(app_spec: StreamingAppSpec) -> tuple[StreamingAppStatus, int, list[Plan]]:
+    """Polls of a loaded app until the active autoscaler acts: the status then, the poll, every plan."""
+    status = step(None, app_spec=app_spec).status
+    status = step(status, seen(pod()), later(1), app_spec=app_spec).status
+    plans = []
+    for poll in range(1, 16):
+        plans.append(_poll(status, poll, app_spec))
+        status = plans[-1].status
+        if kinds(plans[-1]):
+            return status, poll, plans
+    raise AssertionError("the active autoscaler never acted")
+
+
+ACTIVE = spec(autoscaler={"mode": "active"}, executor={"instances": 2})
+
+
+def test_active_autoscaler_rescales_in_place_with_an_event_and_waits_for_the_executors() -> None:
+    status, poll, plans = _scaled_up(ACTIVE)
+    assert plans[-1].actions == (RescaleInPlace(pod="clicks-r1-a1-driver", address="10.244.0.9", executors=3),)
+    assert len(_events(plans[-1], "AutoscalerScaled")) == 1
+    assert _events(plans[-1], "AutoscalerScaled")[0].startswith("executors 2 -> 3 in place (ScaleUp): utilization")
+    assert status.executors == 3 and status.autoscaler is not None and status.autoscaler.target == 3
+    assert len(status.autoscaler.actionTimes) == 1
+    assert all(not _events(plan, "AutoscalerScaled") for plan in plans[:-1])
+    # the driver asked for 3, 2 registered: no decision, no second request
+    changing = _poll(status, poll + 1, ACTIVE, requested=3)
+    assert kinds(changing) == [] and changing.status.autoscaler is not None
+    assert changing.status.autoscaler.reason == "ExecutorsChanging"
+    # a request lost (the driver still asks for 2): asked again, level-triggered
+    lost = _poll(changing.status, poll + 2, ACTIVE)
+    assert [action.executors for action in lost.actions if isinstance(action, RescaleInPlace)] == [3]
+    # 3 registered: the window at the new size fills before the next decision
+    settled = _poll(changing.status, poll + 2, ACTIVE, registered=3, since=(poll + 2) * 30 - 1)
+    assert kinds(settled) == [] and settled.status.autoscaler is not None
+    assert settled.status.autoscaler.reason == "WindowFilling"
+
+
+def test_active_autoscaler_owns_the_size_and_gives_it_back_when_switched_off() -> None:
+    status, poll, _ = _scaled_up(ACTIVE)
+    instances = spec(autoscaler={"mode": "active"}, executor={"instances": 5})
+    ignored = _poll(status, poll + 1, instances, registered=3, since=poll * 30 + 5)
+    assert kinds(ignored) == [], "spec.executor.instances does not size an actively autoscaled app"
+    off = spec(executor={"instances": 5})
+    back = _poll(ignored.status, poll + 2, off, registered=3, since=poll * 30 + 5)
+    assert [action.executors for action in back.actions if isinstance(action, RescaleInPlace)] == [5]
+    assert back.status.autoscaler is None
+
+
+def test_active_autoscaler_refusals_are_events_once_each() -> None:
+    capped = spec(autoscaler={"mode": "active", "maxExecutors": 2}, executor={"instances": 2})
+    status = step(None, app_spec=capped).status
+    status = step(status, seen(pod()), later(1), app_spec=capped).status
+    refused: list[str] = []
+    for poll in range(1, 16):
+        plan = _poll(status, poll, capped)
+        status = plan.status
+        refused += _events(plan, "AutoscalerRefused")
+        assert kinds(plan) == []
+    assert status.autoscaler is not None and status.autoscaler.reason == "MaxExecutors"
+    assert len(refused) == 1 and refused[0].startswith("MaxExecutors: utilization")
