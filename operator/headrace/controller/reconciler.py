@@ -28,7 +28,7 @@ from headrace.adapters.kube import Conflict, Gone, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppStatus
-from headrace.controller import failpoints, unreadable
+from headrace.controller import driver_logs, failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
 from headrace.controller.driver_leases import DriverLeases
@@ -285,6 +285,8 @@ class Reconciler:
                 self._ensure_driver(body, action)
                 return None if action.check_only else SCHEDULING_SECONDS
             case DeletePod():
+                if action.keep_log:
+                    driver_logs.keep(self.kube, body, action.name, self.clock())
                 logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
                 deleting = self.kube.delete_pod(namespace, action.name, action.grace_seconds)
                 if deleting is not None:
