@@ -28,6 +28,8 @@ ROLE_EXECUTOR = "executor"
 DRIVER_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE},{ROLE}={ROLE_DRIVER}"  # every driver pod the operator made
 # on an app with spec.savepoints.onDeletion: its deletion waits for the final savepoint (headrace.core.deletion)
 FINAL_SAVEPOINT_FINALIZER = "headrace.dev/final-savepoint"
+# on a StreamingSavepoint with spec.disposeOnDelete: its deletion waits for its files to go (headrace.handlers)
+DISPOSE_FINALIZER = "headrace.dev/dispose-savepoint-files"
 CREATED_BY = "headrace.dev/created-by"  # on StreamingSavepoints the operator made (retention deletes only those)
 CREATED_BY_OPERATOR = "operator"
 
