@@ -16,7 +16,7 @@ from typing import Any, assert_never
 
 from headrace.adapters.kube import KubeClient
 from headrace.api import names
-from headrace.controller import failpoints
+from headrace.controller import driver_logs, failpoints
 from headrace.controller.attempt_objects import AttemptObjects
 from headrace.controller.cache import Cache, Kind
 from headrace.controller.drivers import Drivers
@@ -86,8 +86,7 @@ class Actions:
                 self.attempts.ensure(body, action)
                 return None if action.check_only else SCHEDULING_SECONDS
             case DeletePod():
-                logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
-                self._cached("pod", self.kube.delete_pod(namespace, action.name, action.grace_seconds))
+                self._delete_pod(body, action)
                 return AGAIN
             case ReleaseDriverLease():
                 self._release_lease(body, action)
@@ -123,6 +122,14 @@ class Actions:
                 return None
             case _:
                 assert_never(action)
+
+    def _delete_pod(self, body: dict[str, Any], action: DeletePod) -> None:
+        """Delete a driver pod, its log kept first when it has ended (`keep_log`)."""
+        namespace = body["metadata"]["namespace"]
+        if action.keep_log:
+            driver_logs.keep(self.kube, body, action.name, self.clock())
+        logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
+        self._cached("pod", self.kube.delete_pod(namespace, action.name, action.grace_seconds))
 
     def _release_lease(self, body: dict[str, Any], action: ReleaseDriverLease) -> None:
         namespace, app = body["metadata"]["namespace"], body["metadata"]["name"]

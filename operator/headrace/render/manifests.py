@@ -423,6 +423,29 @@ def ui_service(attempt: Attempt) -> dict[str, Any]:
     }
 
 
+DRIVER_LOG_MAX_CHARS: Final = 256 * 1024  # the kept tail of an ended driver's log (a ConfigMap holds at most 1 MiB)
+DRIVER_LOG_KEYS: Final = ("pod", "savedAt", "log")
+
+
+def driver_log_config_map(
+    app: str, namespace: str, app_uid: str, *, pod: str, log: str, saved_at: str
+) -> dict[str, Any]:
+    """The app's driver-log ConfigMap: the last `DRIVER_LOG_MAX_CHARS` of the log of its driver `pod`, which ended,
+    saved at `saved_at`; owned by the app (deleted with it), replaced by the next driver that ends. No run label, so
+    never pruned with an attempt's objects."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.driver_log(app),
+            "namespace": namespace,
+            "labels": names.app_labels(app),
+            "ownerReferences": [owner_reference(app, app_uid)],
+        },
+        "data": dict(zip(DRIVER_LOG_KEYS, (pod, saved_at, log[-DRIVER_LOG_MAX_CHARS:]), strict=True)),
+    }
+
+
 def rbac(app: str, namespace: str, app_uid: str, attempt: Attempt) -> list[dict[str, Any]]:
     """ServiceAccounts (the driver's and the executors', unless the spec names one for both), and the Role and
     RoleBinding letting the driver manage its executor pods and the ConfigMap Spark makes for them;

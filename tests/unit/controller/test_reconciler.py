@@ -32,6 +32,7 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
+from headrace.core.timefmt import format_time
 from headrace.render import control_tls, manifests
 from headrace.settings import OperatorSettings
 from tests.unit.builders import T0, certificate, spec
@@ -70,6 +71,11 @@ def with_savepoint(kube: FakeKube, name: str) -> None:
 ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] = [
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
+    (
+        DeletePod(name=DRIVER, reason="replaced", keep_log=True),
+        [("read_log_tail", f"{DRIVER}/driver"), ("delete_pod", DRIVER)],  # no log to keep: the pod goes all the same
+        [],
+    ),
     (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
     (ReleaseDriverLease(holder=DRIVER, reason="killed"), [("release_lease", f"{APP}-driver-lease/{DRIVER}")], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
@@ -473,3 +479,21 @@ def test_a_pre_warmed_upgrades_new_driver_is_asked_only_while_it_warms(step: str
     document = reconciler.drivers.prewarmed_status(body, status, [_running_driver_pod(), warming])
     assert (document is not None) == asked
     assert [endpoint.address for endpoint in driver.endpoints] == (["10.0.0.7"] if asked else [])
+
+
+def test_an_ended_drivers_log_tail_is_kept_before_its_pod_is_deleted() -> None:
+    """DeletePod.keep_log: the log (its last DRIVER_LOG_MAX_CHARS characters) goes into the app's driver-log
+    ConfigMap, owned by the app, before the pod is deleted; the next ended driver's replaces it."""
+    kube, _, reconciler, _ = cluster()
+    kube.logs[(NAMESPACE, DRIVER)] = "x" * manifests.DRIVER_LOG_MAX_CHARS + "Traceback: boom\n"
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], DeletePod(name=DRIVER, reason="replaced", keep_log=True))
+    assert kube.calls == [
+        ("read_log_tail", f"{DRIVER}/driver"),
+        ("put_config_map", "clicks-driver-log"),
+        ("delete_pod", DRIVER),
+    ]
+    kept = kube.config_maps[(NAMESPACE, "clicks-driver-log")]
+    assert kept["data"]["pod"] == DRIVER and kept["data"]["savedAt"] == format_time(T0)
+    assert len(kept["data"]["log"]) == manifests.DRIVER_LOG_MAX_CHARS and kept["data"]["log"].endswith("boom\n")
+    assert kept["metadata"]["ownerReferences"][0]["uid"] == kube.apps[(NAMESPACE, APP)]["metadata"]["uid"]
+    assert names.RUN not in kept["metadata"]["labels"]  # never pruned with an attempt's objects
