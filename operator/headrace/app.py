@@ -63,6 +63,7 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: Kube
         _now,
         policy=settings.tenant_policy,
         operator_namespace=settings.operator_namespace,
+        peers=settings.peers(),
         savepoint_runner=savepoints.submit,  # a savepoint call never holds a reconcile worker
     )
 

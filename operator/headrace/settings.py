@@ -11,6 +11,8 @@
 | HEADRACE_LEADER_ELECTION_NAMESPACE | $POD_NAMESPACE | namespace of the Lease |
 | HEADRACE_LEADER_ELECTION_LEASE | headrace | name of the Lease (chart: the release's full name) |
 | POD_NAMESPACE | (none) | the operator's namespace (chart: downward API); NetworkPolicies admit it from there |
+| HEADRACE_METRICS_NAMESPACES | (empty: none) | namespaces (comma-separated) admitted to drivers' metrics port |
+| HEADRACE_UI_NAMESPACES | (empty: none) | namespaces (comma-separated) admitted to drivers' Spark UI port |
 | POD_NAME | (hostname_pid) | this replica's identity in the Lease (chart: downward API) |
 | HEADRACE_LEASE_DURATION_SECONDS | 15 | a standby takes over a Lease not renewed for this long |
 | HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
@@ -30,6 +32,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, Field, model_validator
 
 from headrace.core.validation import TenantPolicy
+from headrace.render.security import Peers
 
 
 class OperatorSettings(BaseModel):
@@ -49,6 +52,12 @@ class OperatorSettings(BaseModel):
     retry_seconds: float = Field(default=2.0, gt=0)
     tenant_policy: TenantPolicy = Field(default_factory=TenantPolicy)  # the chart's tenantPolicy (docs/security.md)
     operator_namespace: str | None = None
+    metrics_namespaces: list[str] = Field(default_factory=list)
+    ui_namespaces: list[str] = Field(default_factory=list)
+
+    def peers(self) -> Peers:
+        """The namespaces every app's NetworkPolicy admits to the metrics and UI ports."""
+        return Peers(metrics_namespaces=tuple(self.metrics_namespaces), ui_namespaces=tuple(self.ui_namespaces))
 
     @model_validator(mode="after")
     def _election_is_consistent(self) -> OperatorSettings:
@@ -65,7 +74,8 @@ class OperatorSettings(BaseModel):
     def from_environ(cls, environ: Mapping[str, str]) -> OperatorSettings:
         """Settings from environment variables (see the module docstring); the defaults are the fields' own."""
         raw: dict[str, object] = {field: environ[name] for field, name in ENVIRONMENT.items() if environ.get(name)}
-        raw["namespaces"] = [item.strip() for item in environ.get("HEADRACE_NAMESPACES", "").split(",") if item.strip()]
+        for field, name in NAMESPACE_LISTS.items():
+            raw[field] = [item.strip() for item in environ.get(name, "").split(",") if item.strip()]
         if namespace := environ.get("POD_NAMESPACE"):
             raw["operator_namespace"] = namespace
             raw.setdefault("lease_namespace", namespace)
@@ -88,6 +98,13 @@ ENVIRONMENT = {
     "retry_seconds": "HEADRACE_RETRY_PERIOD_SECONDS",
 }
 """Setting -> the variable that sets it as it is (an unset or empty variable leaves the setting's default)."""
+
+NAMESPACE_LISTS = {
+    "namespaces": "HEADRACE_NAMESPACES",
+    "metrics_namespaces": "HEADRACE_METRICS_NAMESPACES",
+    "ui_namespaces": "HEADRACE_UI_NAMESPACES",
+}
+"""Setting -> the variable that sets it as a comma-separated list of namespaces."""
 
 
 def _json(name: str, text: str) -> object:

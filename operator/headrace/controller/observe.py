@@ -393,6 +393,8 @@ def app_view(body: dict[str, Any]) -> AppView:
         status=status,
         parse_problems=problems,
         status_problems=status_problems,
+        deleting_since=parse_time(stamp) if (stamp := metadata.get("deletionTimestamp")) else None,
+        final_savepoint_finalizer=names.FINAL_SAVEPOINT_FINALIZER in (metadata.get("finalizers") or ()),
     )
 
 

@@ -28,7 +28,7 @@ from headrace.adapters.kube import Conflict, Gone, KubeClient, Refused
 from headrace.api import names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import StreamingAppStatus
-from headrace.controller import failpoints, unreadable
+from headrace.controller import driver_logs, failpoints, unreadable
 from headrace.controller.cache import Cache
 from headrace.controller.control_secrets import ControlSecrets
 from headrace.controller.driver_leases import DriverLeases
@@ -60,6 +60,7 @@ from headrace.core.plan import (
     PromoteDriver,
     ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
@@ -68,6 +69,7 @@ from headrace.core.timefmt import format_time
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
 from headrace.render import control_tls, manifests
 from headrace.render.savepoints import savepoint_resource
+from headrace.render.security import NO_PEERS, Peers
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +108,7 @@ class Reconciler:
         *,
         policy: TenantPolicy = DEFAULT_POLICY,
         operator_namespace: str | None = None,
+        peers: Peers = NO_PEERS,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.kube = kube
@@ -116,6 +119,7 @@ class Reconciler:
         self.clock = clock
         self.policy = policy  # the cluster admin's tenant policy (settings: HEADRACE_TENANT_POLICY)
         self.operator_namespace = operator_namespace  # the operator pod's namespace (settings: POD_NAMESPACE)
+        self.peers = peers  # namespaces admitted to the metrics and UI ports (settings: HEADRACE_*_NAMESPACES)
         # Savepoint calls (minutes while the driver copies) run here, not on a reconcile worker; default: inline.
         self._run_savepoint = savepoint_runner or (lambda call: call())
         self._in_flight: set[tuple[str, str]] = set()  # (namespace, StreamingSavepoint) being asked for
@@ -159,7 +163,7 @@ class Reconciler:
         if self.cache.unsettled("app"):  # the app's CRD changed: its watch may deliver it under the old schema
             self._refresh(namespace, name)
         body = self.cache.app(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
+        if body is None or _gone(body):
             self.metrics.forget_app((namespace, name))
             self._secrets.forget(namespace, name)
             self._ensured.forget(namespace, name)
@@ -167,6 +171,9 @@ class Reconciler:
             self._answer_asked_ahead(namespace, name, None)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
+        if view.status_problems and view.deleting_since is not None and view.final_savepoint_finalizer:
+            self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=False)  # never stuck
+            return None
         if view.status_problems:  # never taken for an empty status (that would start run 1 again)
             unreadable.hold_app(self.kube, self.recorder, body, view, self.clock())
             return None
@@ -278,6 +285,8 @@ class Reconciler:
                 self._ensure_driver(body, action)
                 return None if action.check_only else SCHEDULING_SECONDS
             case DeletePod():
+                if action.keep_log:
+                    driver_logs.keep(self.kube, body, action.name, self.clock())
                 logger.info("deleting driver pod %s/%s: %s", namespace, action.name, action.reason)
                 deleting = self.kube.delete_pod(namespace, action.name, action.grace_seconds)
                 if deleting is not None:
@@ -315,6 +324,11 @@ class Reconciler:
                 self.kube.delete_savepoint(namespace, action.name)
                 self.cache.forget("savepoint", namespace, action.name)
                 return AGAIN
+            case SetFinalizer():
+                kept = self.kube.set_app_finalizer(body, names.FINAL_SAVEPOINT_FINALIZER, present=action.present)
+                if kept is not None:
+                    self.cache.wrote("app", kept)
+                return None
             case _:
                 assert_never(action)
 
@@ -455,6 +469,7 @@ class Reconciler:
             namespace=metadata["namespace"],
             app_uid=metadata["uid"],
             operator_namespace=self.operator_namespace,
+            peers=self.peers,
         )
         if action.check_only:  # would the API server take the new attempt? (dryRun=All: nothing is stored)
             for obj in manifests.attempt_objects(attempt):
@@ -602,6 +617,13 @@ def _after_status_write(plan: Plan) -> float:
     driver pod is being created (then its scheduling is waited for, see SCHEDULING_SECONDS)."""
     creating = any(isinstance(action, EnsureDriver) and not action.check_only for action in plan.actions)
     return SCHEDULING_SECONDS if creating else AGAIN
+
+
+def _gone(body: dict[str, Any]) -> bool:
+    """Deleted, and not waiting for a final savepoint (headrace.core.deletion): nothing more to decide."""
+    metadata = body["metadata"]
+    waits = names.FINAL_SAVEPOINT_FINALIZER in (metadata.get("finalizers") or ())
+    return bool(metadata.get("deletionTimestamp")) and not waits
 
 
 def _sooner(first: float | None, second: float | None) -> float | None:

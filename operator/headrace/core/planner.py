@@ -30,6 +30,7 @@ from typing import assert_never
 from headrace.api import names
 from headrace.api.models import (
     ChangeKind,
+    DeletingWithSavepoint,
     PendingOperation,
     PrewarmUpgrade,
     ProgressSummary,
@@ -42,7 +43,18 @@ from headrace.api.models import (
     TakingSavepoint,
 )
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, redeploy, savepoints, standby
+from headrace.core import (
+    autoscaler,
+    deletion,
+    drain,
+    executors,
+    failures,
+    fence,
+    prewarm,
+    redeploy,
+    savepoints,
+    standby,
+)
 from headrace.core.attempts import (
     DRIVER_PENDING,
     continue_start,
@@ -100,6 +112,10 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     builder = Builder(app=app, now=now, status=app.status.model_copy(deep=True))
     builder.status.observedGeneration = app.generation
     spec = _effective_spec(builder)
+    if app.deleting_since is not None:
+        deletion.decide(builder, spec, observation)
+        return builder.plan()
+    deletion.finalizer(builder, spec)
     if spec is None:
         return builder.plan()
     builder.status.selector = names.executor_selector(app.name)
@@ -205,7 +221,7 @@ def _continue(
         case PrewarmUpgrade():
             _keep_progress(builder, observation)
             prewarm.proceed(builder, spec, observation, pod, pending)
-        case TakingSavepoint() | SavepointUpgrade() | Suspending():
+        case TakingSavepoint() | SavepointUpgrade() | Suspending() | DeletingWithSavepoint():
             savepoints.continue_operation(builder, spec, observation, pod, pending)
         case _:
             assert_never(pending)

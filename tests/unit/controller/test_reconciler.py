@@ -28,10 +28,13 @@ from headrace.core.plan import (
     PromoteDriver,
     ReleaseDriverLease,
     RescaleInPlace,
+    SetFinalizer,
     SetSavepointStatus,
     TakeSavepoint,
 )
+from headrace.core.timefmt import format_time
 from headrace.render import control_tls, manifests
+from headrace.settings import OperatorSettings
 from tests.unit.builders import T0, certificate, spec
 
 from .fakes import FakeCache, FakeDriver, FakeKube
@@ -68,6 +71,11 @@ def with_savepoint(kube: FakeKube, name: str) -> None:
 ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] = [
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
+    (
+        DeletePod(name=DRIVER, reason="replaced", keep_log=True),
+        [("read_log_tail", f"{DRIVER}/driver"), ("delete_pod", DRIVER)],  # no log to keep: the pod goes all the same
+        [],
+    ),
     (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
     (ReleaseDriverLease(holder=DRIVER, reason="killed"), [("release_lease", f"{APP}-driver-lease/{DRIVER}")], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
@@ -80,6 +88,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
     ),
     (SetSavepointStatus(name="sp-1", phase="Succeeded", path="s3a://b/sp-1"), [("patch_savepoint_status", "sp-1")], []),
     (DeleteSavepointResource(name="sp-1"), [("delete_savepoint", "sp-1")], []),
+    (SetFinalizer(present=True), [("set_app_finalizer", "headrace.dev/final-savepoint=True")], []),
 ]
 
 
@@ -182,6 +191,21 @@ def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None
     (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
     (peer,) = policy["spec"]["ingress"][1]["from"]
     assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "headrace-system"}}
+
+
+def test_the_network_policy_admits_the_namespaces_the_settings_name() -> None:
+    """The reconciler passes the admin's peers (HEADRACE_METRICS_NAMESPACES, HEADRACE_UI_NAMESPACES) to the renderer."""
+    kube, driver, metrics = FakeKube(), FakeDriver(), OperatorMetrics(CollectorRegistry())
+    kube.apps[(NAMESPACE, APP)] = app_body()
+    environ = {"HEADRACE_METRICS_NAMESPACES": "monitoring, ", "HEADRACE_UI_NAMESPACES": "web"}
+    settings = OperatorSettings.from_environ(environ)
+    reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, peers=settings.peers())
+    action = EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
+    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
+    rules = policy["spec"]["ingress"][1:]
+    admitted = [rule["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] for rule in rules]
+    assert admitted == [["monitoring"], ["web"]]
 
 
 def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount() -> None:
@@ -449,3 +473,21 @@ def test_a_pre_warmed_upgrades_new_driver_is_asked_only_while_it_warms(step: str
     document = reconciler._prewarmed_status(body, status, [_running_driver_pod(), warming])
     assert (document is not None) == asked
     assert [endpoint.address for endpoint in driver.endpoints] == (["10.0.0.7"] if asked else [])
+
+
+def test_an_ended_drivers_log_tail_is_kept_before_its_pod_is_deleted() -> None:
+    """DeletePod.keep_log: the log (its last DRIVER_LOG_MAX_CHARS characters) goes into the app's driver-log
+    ConfigMap, owned by the app, before the pod is deleted; the next ended driver's replaces it."""
+    kube, _, reconciler, _ = cluster()
+    kube.logs[(NAMESPACE, DRIVER)] = "x" * manifests.DRIVER_LOG_MAX_CHARS + "Traceback: boom\n"
+    reconciler._act(kube.apps[(NAMESPACE, APP)], DeletePod(name=DRIVER, reason="replaced", keep_log=True))
+    assert kube.calls == [
+        ("read_log_tail", f"{DRIVER}/driver"),
+        ("put_config_map", "clicks-driver-log"),
+        ("delete_pod", DRIVER),
+    ]
+    kept = kube.config_maps[(NAMESPACE, "clicks-driver-log")]
+    assert kept["data"]["pod"] == DRIVER and kept["data"]["savedAt"] == format_time(T0)
+    assert len(kept["data"]["log"]) == manifests.DRIVER_LOG_MAX_CHARS and kept["data"]["log"].endswith("boom\n")
+    assert kept["metadata"]["ownerReferences"][0]["uid"] == kube.apps[(NAMESPACE, APP)]["metadata"]["uid"]
+    assert names.RUN not in kept["metadata"]["labels"]  # never pruned with an attempt's objects

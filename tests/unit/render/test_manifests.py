@@ -135,6 +135,25 @@ def test_every_app_has_a_disruption_budget_that_lets_only_its_writing_driver_wai
     assert "headrace.dev/writer" not in driver["metadata"]["labels"]  # the operator labels it once it writes
 
 
+def test_every_app_has_one_ui_service_whose_name_and_selector_outlive_its_attempts() -> None:
+    """The Spark UI and the driver's metrics behind one name for the app (not per attempt, so not pruned with an
+    attempt's objects: it has no run label), selecting the writing driver only."""
+    first = [obj for obj in manifests.app_objects(attempt(run=1, number=1)) if obj["kind"] == "Service"]
+    later = [obj for obj in manifests.app_objects(_attempt()) if obj["kind"] == "Service"]
+    assert first == later
+    (service,) = later
+    assert service["metadata"]["name"] == "clicks-ui" and "headrace.dev/run" not in service["metadata"]["labels"]
+    assert service["spec"]["type"] == "ClusterIP"
+    selector = {"headrace.dev/app": "clicks", "headrace.dev/role": "driver", "headrace.dev/writer": "true"}
+    assert service["spec"]["selector"] == selector
+    ports = {port["name"]: (port["port"], port["targetPort"]) for port in service["spec"]["ports"]}
+    ui, metrics = (contract.SPARK_UI_PORT, "spark-ui"), (contract.DEFAULT_METRICS_PORT, "metrics")
+    assert ports == {"spark-ui": ui, "metrics": metrics}
+    (container,) = manifests.driver_pod_manifest(_attempt())["spec"]["containers"]
+    container_ports = {port["name"] for port in container["ports"]}
+    assert set(ports) <= container_ports
+
+
 def test_an_attempt_is_what_its_ensure_driver_action_says() -> None:
     """Every field of EnsureDriver is rendered or says how the controller works (HOW_ONLY): none is dropped."""
     ensure_fields = {field.name for field in dataclasses.fields(EnsureDriver)}
