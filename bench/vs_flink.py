@@ -364,6 +364,7 @@ class SinkWatcher:
         self.hits: Counter[int] = Counter()
         self.rows: Counter[tuple[int, str]] = Counter()  # (window start, user) -> rows read: 1 when exactly once
         self._read: set[Path] = set()
+        self._scanning = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -374,7 +375,12 @@ class SinkWatcher:
                 self.scan()
 
     def scan(self) -> None:
-        """Read the files committed since the last scan."""
+        """Read the files committed since the last scan (one scan at a time: check_sink scans beside the thread, and
+        a file both listed before either read it was counted twice)."""
+        with self._scanning:
+            self._scan()
+
+    def _scan(self) -> None:
         for path in self.committed():
             if path in self._read:
                 continue
