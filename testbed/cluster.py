@@ -1,14 +1,16 @@
-"""A whole single-node Kubernetes cluster on this machine: the control plane, one node, Kafka and S3.
+"""A whole single-node Kubernetes cluster on this machine: the control plane, one node, Kafka, S3 and a registry.
 
 Owns: composing `ControlPlane`, `Node` (which brings cluster DNS), the cluster's Kafka broker
-(``kafka.kafka.svc:9092``, `testbed.cluster_kafka`) and S3 server (``http://s3.s3.svc:9000``,
-`testbed.objectstore`) in the right order (the apiserver listens on every
-address and advertises the bridge gateway, so pods reach it through the ``kubernetes`` Service),
-the `Cluster` context manager for tests, and ``python -m testbed.cluster up|down|status|import``
-commands: ``up`` starts a detached supervisor that keeps the cluster running after the command
-returns, writes the admin kubeconfig to a fixed place and prints ``export KUBECONFIG=...``;
-``import`` loads image archives into its containerd; ``down`` stops it and checks that no process,
-mount, device, iptables rule or directory is left.
+(``kafka.kafka.svc:9092``, `testbed.cluster_kafka`), S3 server (``http://s3.s3.svc:9000``,
+`testbed.objectstore`) and, when asked, the authenticated registry the node pulls ``localhost/...`` images
+from (`testbed.registry`; the node's credentials cover ``localhost/headrace/...`` only) in the right order
+(the apiserver listens on every address and advertises the bridge gateway, so pods reach it through the
+``kubernetes`` Service), the `Cluster` context manager for tests, and
+``python -m testbed.cluster up|down|status|import`` commands: ``up`` starts a detached supervisor that keeps
+the cluster running after the command returns, writes the admin kubeconfig to a fixed place and prints
+``export KUBECONFIG=...``; ``import`` loads image archives into its containerd (the quick start's way:
+its cluster has no registry); ``down`` stops it and checks that no process, mount, device, iptables rule or
+directory is left.
 Never: configures components itself (the control plane and node modules do), or builds images.
 """
 
@@ -32,8 +34,14 @@ from types import FrameType, TracebackType
 from testbed import REPOSITORY, build, host, procs
 from testbed.cluster_kafka import ClusterKafka
 from testbed.controlplane import ControlPlane
-from testbed.node import Node, NodeError, NodeLayout, NodeNetwork, import_image
+from testbed.node import Node, NodeError, NodeLayout, NodeNetwork, NodeRegistry, import_image
 from testbed.objectstore import ClusterObjectStore
+from testbed.registry import Registry
+
+# The registry name the project's images carry (``localhost/headrace/spark:0.1.0``): the node resolves it to the
+# testbed registry, whose credentials the node holds for this path (`NODE_CREDENTIALS_FOR`) only.
+REGISTRY_NAME = "localhost"
+NODE_CREDENTIALS_FOR = "localhost/headrace"
 
 UP_TIMEOUT_SECONDS = 1800.0  # a cold start may build the Kubernetes binaries first
 DOWN_TIMEOUT_SECONDS = 120.0
@@ -70,8 +78,11 @@ class Cluster:
         image_store: Path | None = None,
         kafka: bool = True,
         object_store: bool = True,
+        registry: bool = False,
     ) -> None:
         self.workdir = workdir
+        self.with_registry = registry
+        self.registry: Registry | None = None
         self.with_kafka = kafka
         self.kafka: ClusterKafka | None = None
         self.with_object_store = object_store
@@ -118,14 +129,20 @@ class Cluster:
             advertise_address=gateway,
             extra_sans=[gateway],
         )
-        self.node = Node(
-            workdir / "node",
-            self.control_plane,
-            name=self.node_name,
-            network=self.network,
-            image_store=self.image_store,
-        )
         try:
+            registries = []
+            if self.with_registry:
+                self.registry = Registry()  # assigned first: a failed start is stopped by the teardown too
+                self.registry.start()
+                registries.append(NodeRegistry(REGISTRY_NAME, self.registry.access, NODE_CREDENTIALS_FOR))
+            self.node = Node(
+                workdir / "node",
+                self.control_plane,
+                name=self.node_name,
+                network=self.network,
+                image_store=self.image_store,
+                registries=registries,
+            )
             self.control_plane.start()
             self.node.start()
             if self.with_kafka:
@@ -148,13 +165,18 @@ class Cluster:
         node, plane, self.node, self.control_plane = self.node, self.control_plane, None, None
         kafka, self.kafka = self.kafka, None
         store, self.object_store = self.object_store, None
+        registry, self.registry = self.registry, None
         try:
             try:
                 if store is not None:
                     store.stop()
             finally:
-                if kafka is not None:
-                    kafka.stop()
+                try:
+                    if kafka is not None:
+                        kafka.stop()
+                finally:
+                    if registry is not None:
+                        registry.stop()
         finally:
             try:
                 if node is not None:

@@ -1,7 +1,10 @@
 """A cluster ready for Headrace: the local cluster (or any kubeconfig), the images, the operator by Helm.
 
-Owns: choosing the target (HEADRACE_E2E_KUBECONFIG or a fresh local `Cluster`), importing the images
-built from the Dockerfile, `helm upgrade --install` of the chart, and kubectl/helm calls against it.
+Owns: choosing the target (HEADRACE_E2E_KUBECONFIG or a fresh local `Cluster`), pushing the images built from
+the Dockerfile to the local cluster's authenticated registry (its node pulls them, as any cluster's does; nothing is
+imported into containerd), packaging the chart and pushing it there as an OCI artifact, `helm upgrade --install`
+of the chart (from that registry, ``oci://...``, on the local cluster; from the repository on another), and
+kubectl/helm calls against it.
 Used by the end-to-end tests and the lifecycle benchmark. Never: asserts anything.
 """
 
@@ -22,12 +25,15 @@ from kubernetes.client import ApiClient
 
 from headrace.core.validation import RESTRICTED_VOLUME_TYPES
 from testbed import REPOSITORY, build, images, scenario
-from testbed.cluster import Cluster
+from testbed.cluster import REGISTRY_NAME, Cluster
 from testbed.controlplane import ControlPlane, create_namespace, delete_namespace
 from testbed.objectstore import ClusterObjectStore
+from testbed.registry import USER, Registry
 from testbed.scenario import OPERATOR_NAMESPACE
 
 DEV_VOLUME_TYPES = (*RESTRICTED_VOLUME_TYPES, "hostPath")  # the tenant policy of the local cluster
+CHART = REPOSITORY / "charts" / "headrace"
+CHARTS_PATH = "charts"  # where the chart goes in the registry: oci://<registry>/charts/headrace
 
 
 @dataclass
@@ -40,9 +46,18 @@ class Environment:
     kafka_bootstrap: str = ""
     object_store: ClusterObjectStore | None = None  # the local cluster's S3 server (None on another cluster)
     control_plane: ControlPlane | None = None  # the local cluster's control plane (None on another cluster)
+    registry: Registry | None = None  # the local cluster's registry, serving `localhost/...` (None on another cluster)
+    chart: str = str(CHART)  # what `install_operator` installs: the chart's directory or its oci:// reference
 
-    def _run(self, command: list[str], timeout: float) -> str:
-        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+    def _helm_registry(self) -> list[str]:
+        """helm's registry options: its own credentials file and the registry's CA (never the user's helm config)."""
+        if self.registry is None:
+            return []
+        config = self.registry.workdir / "helm-registry.json"
+        return ["--registry-config", str(config), "--ca-file", str(self.registry.access.ca)]
+
+    def _run(self, command: list[str], timeout: float, stdin: str | None = None) -> str:
+        result = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False, timeout=timeout)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(command[:3])} ... failed: {result.stdout}\n{result.stderr}")
         return result.stdout
@@ -51,9 +66,24 @@ class Environment:
         """The testbed's kubectl against the cluster; stdout, or an error with stderr."""
         return self._run([str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args], 300)
 
-    def helm(self, *args: str) -> str:
+    def helm(self, *args: str, stdin: str | None = None) -> str:
         """helm against the cluster."""
-        return self._run([str(build.ensure_helm()), "--kubeconfig", str(self.kubeconfig), *args], 600)
+        return self._run([str(build.ensure_helm()), "--kubeconfig", str(self.kubeconfig), *args], 600, stdin)
+
+    def publish_chart(self, workdir: Path) -> str:
+        """Package the repository's chart and push it to the local registry as an OCI artifact (helm logged in
+        with the registry's credentials); later installs take it from there. Returns its ``oci://`` reference."""
+        if self.registry is None:
+            raise RuntimeError("only the local cluster has a registry to publish the chart to")
+        access, registry_options = self.registry.access, self._helm_registry()
+        self.helm("registry", "login", access.address, "--username", USER, "--password-stdin",
+                  *registry_options, stdin=access.password)  # fmt: skip
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.helm("package", str(CHART), "--destination", str(workdir))
+        (package,) = workdir.glob("headrace-*.tgz")
+        self.helm("push", str(package), f"oci://{access.address}/{CHARTS_PATH}", *registry_options)
+        self.chart = f"oci://{access.address}/{CHARTS_PATH}/headrace"
+        return self.chart
 
     def api_client(self) -> ApiClient:
         """A kubernetes client for the cluster (close it, or use it in a with block)."""
@@ -67,8 +97,11 @@ class Environment:
         # as a pod annotation rolls the operator whenever the image built from this tree changes.
         built = images.archive_path("operator").name
         extra = [arg for value in values for arg in ("--set", value)]
+        if self.chart.startswith("oci://"):
+            chart_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+            extra += ["--version", chart_version, *self._helm_registry()]
         self.helm(
-            "upgrade", "--install", "headrace", str(REPOSITORY / "charts" / "headrace"),
+            "upgrade", "--install", "headrace", self.chart,
             "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
             "--set", f"image.tag={tag}", "--set", "logVerbose=true",
             "--set-string", f"podAnnotations.headrace\\.dev/image-archive={built}",
@@ -92,11 +125,11 @@ def environment(workdir: Path) -> Iterator[Environment]:
         target.install_operator()
         yield target
         return
-    archives = images.build_all()
+    images.build_all()
     build.ensure_helm()
-    with Cluster(workdir / "cluster") as cluster:
-        for archive in archives.values():
-            cluster.import_image(archive)
+    with Cluster(workdir / "cluster", registry=True) as cluster:
+        assert cluster.registry is not None
+        push_images(cluster.registry)
         data_root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scenario.pod_data_root("e2e")))
         data_root.chmod(0o777)
         target = Environment(
@@ -105,12 +138,28 @@ def environment(workdir: Path) -> Iterator[Environment]:
             cluster.kafka_bootstrap,
             object_store=cluster.object_store,
             control_plane=cluster.control_plane,
+            registry=cluster.registry,
         )
         try:
+            target.publish_chart(workdir / "chart")
             target.install_operator()
             yield target
         finally:
             shutil.rmtree(data_root, ignore_errors=True)
+
+
+def push_images(
+    registry: Registry, path: str = "headrace", targets: tuple[str, ...] = images.TARGETS
+) -> dict[str, str]:
+    """Push images to `registry` under `path` (``<path>/<target>:<version>``); the node pulls ``localhost/<path>/...``
+    from there. Returns each target's reference as pods name it."""
+    pulled = {}
+    for target in targets:
+        tag = images.image_ref(target).rsplit(":", 1)[1]
+        destination = registry.access.reference(f"{path}/{target}:{tag}")
+        images.push_image(target, destination, creds=registry.access.credentials, cert_dir=registry.cert_dir)
+        pulled[target] = f"{REGISTRY_NAME}/{path}/{target}:{tag}"
+    return pulled
 
 
 @contextlib.contextmanager

@@ -3,8 +3,9 @@
 Owns: the node's configuration files (rendered by pure functions below), its own containerd
 instance (own root, state, socket and runc root: it never touches another containerd), the ``hr0``
 bridge and the pod subnet, the kubelet and kube-proxy processes, cluster DNS (CoreDNS on the bridge
-gateway behind the ``kube-dns`` Service, configured by `testbed.dns`), importing images into its
-containerd (optionally into an image store kept across runs), and a teardown that works from the
+gateway behind the ``kube-dns`` Service, configured by `testbed.dns`), the registries its containerd pulls
+from (hosts.toml, as a real node's: `NodeRegistry`) and the kubelet's node-wide registry credentials, importing
+images into its containerd (optionally into an image store kept across runs), and a teardown that works from the
 files on disk alone (so ``cluster down`` in a new process, or a start after a crash, cleans up what
 an earlier process left): pods, processes, mounts, network devices, the iptables rules it added,
 its cgroups and its directories.
@@ -40,6 +41,7 @@ from typing import IO, Any, Protocol
 from testbed import build, dns, host_services, procs
 from testbed.controlplane import http_ok
 from testbed.pause import PAUSE_IMAGE, pause_image
+from testbed.registry import RegistryAccess, basic_auth
 
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
@@ -185,6 +187,11 @@ class NodeLayout:
         return self.root / "containerd" / "state"
 
     @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's registry configuration directory (``<name>/hosts.toml`` per registry name)."""
+        return self.root / "containerd" / "certs.d"
+
+    @property
     def runc_root(self) -> Path:
         """runc's state directory for this node's containers."""
         return self.root / "runc"
@@ -272,11 +279,45 @@ disabled_plugins = [{disabled}]
       {cri[:-1]}.containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "{layout.runc_root}"
+  {cri[:-1]}.registry]
+    config_path = "{layout.registry_hosts_dir}"
   {cri[:-1]}.cni]
     bin_dir = "{CNI_BIN_DIR}"
     conf_dir = "{layout.cni_conf_dir}"
     max_conf_num = 1
 """
+
+
+@dataclass(frozen=True)
+class NodeRegistry:
+    """A registry the node pulls from, configured as a real node's: containerd's hosts.toml for `name` (the registry
+    name images carry, e.g. ``localhost``) sends pulls to the registry's address and trusts its CA; the kubelet's
+    node-wide credentials (config.json in its root directory) cover the images under `node_credentials_for` (e.g.
+    ``localhost/headrace``, as a cloud node's credentials cover its platform's registry) and no others: any other
+    image of the registry needs an image pull Secret."""
+
+    name: str
+    access: RegistryAccess
+    node_credentials_for: str | None = None
+
+
+def hosts_toml(access: RegistryAccess) -> str:
+    """containerd's hosts.toml for one registry name: pull and resolve from the registry, trusting its CA.
+
+    containerd 1.6 refuses a file without a ``[host."..."]`` table ("invalid `host` tree") and then falls back to
+    plain HTTP on port 80 for ``localhost``; the same settings at the top apply to `server`, tried after it."""
+    settings = f'capabilities = ["pull", "resolve"]\nca = "{access.ca}"\n'
+    return f'server = "{access.server}"\n{settings}\n[host."{access.server}"]\n{settings}'
+
+
+def kubelet_docker_config(registries: Iterable[NodeRegistry]) -> dict[str, Any]:
+    """The kubelet's node-wide credentials (``<root-dir>/config.json``): one entry per covered path."""
+    auths = {
+        entry.node_credentials_for: {"auth": basic_auth(entry.access.user, entry.access.password)}
+        for entry in registries
+        if entry.node_credentials_for
+    }
+    return {"auths": auths}
 
 
 def cni_conflist(network: NodeNetwork, ipam_dir: Path) -> str:
@@ -862,8 +903,10 @@ class Node:
         ready_timeout_seconds: float = READY_TIMEOUT_SECONDS,
         binaries: Path | None = None,
         image_store: Path | None = None,
+        registries: Sequence[NodeRegistry] = (),
     ) -> None:
         self.layout = NodeLayout(Path(workdir), image_store)
+        self.registries = tuple(registries)
         self.control_plane = control_plane
         self.name = name
         self.network = network or NodeNetwork()
@@ -1042,6 +1085,11 @@ class Node:
             self.layout.kubelet_dir / "config.yaml": kubelet_config(self.layout, self.network, self.name, files),
             self.layout.kube_proxy_config: kube_proxy_config(self.network, self.name, proxy_kubeconfig),
             self.layout.coredns_dir / "Corefile": corefile,
+            self.layout.kubelet_root / "config.json": json.dumps(kubelet_docker_config(self.registries)),
+            **{
+                self.layout.registry_hosts_dir / entry.name / "hosts.toml": hosts_toml(entry.access)
+                for entry in self.registries
+            },
         }
         for path, text in writes.items():
             path.parent.mkdir(parents=True, exist_ok=True)

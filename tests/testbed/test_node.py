@@ -13,6 +13,7 @@ import json
 import subprocess
 import tarfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,16 @@ from testbed.node import (
     NodeError,
     NodeLayout,
     NodeNetwork,
+    NodeRegistry,
     archive_images,
     bridge_ports,
     cni_cache_owner,
     cni_conflist,
     containerd_config,
     cri_tool,
+    hosts_toml,
     iptables_cleanup,
+    kubelet_docker_config,
     link_exists,
     listed_images,
     mounts_under,
@@ -45,6 +49,7 @@ from testbed.node import (
 )
 from testbed.pause import PAUSE_IMAGE, static_c_image
 from testbed.pause.image import ImageFile, oci_archive
+from testbed.registry import RegistryAccess
 
 # --------------------------------------------------------------------------------------------------
 # Pure parts.
@@ -75,6 +80,19 @@ def test_containerd_config_keeps_every_path_under_the_node_root(tmp_path: Path) 
     for setting in ("SystemdCgroup = false", "restrict_oom_score_adj = true", 'snapshotter = "overlayfs"'):
         assert setting in text
     assert f'sandbox_image = "{PAUSE_IMAGE}"' in text
+    assert f'config_path = "{layout.registry_hosts_dir}"' in text  # registries are read from hosts.toml files
+
+
+def test_a_registry_is_pulled_from_over_tls_and_node_credentials_cover_one_path_only() -> None:
+    access = RegistryAccess("127.0.0.1:5443", Path("/pki/ca.crt"), "u", "p")
+    hosts = tomllib.loads(hosts_toml(access))
+    assert hosts["server"] == "https://127.0.0.1:5443"
+    assert hosts["ca"] == "/pki/ca.crt"
+    # containerd 1.6 ignores a file without a host table (and pulls localhost/... over plain HTTP instead)
+    assert hosts["host"] == {"https://127.0.0.1:5443": {"capabilities": ["pull", "resolve"], "ca": "/pki/ca.crt"}}
+    covered = NodeRegistry("localhost", access, "localhost/headrace")
+    uncovered = NodeRegistry("other", access)
+    assert kubelet_docker_config([covered, uncovered]) == {"auths": {"localhost/headrace": {"auth": "dTpw"}}}
 
 
 MOUNTINFO = """\
