@@ -277,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import sts  # MinIO, the STS of the web identity tests (about 14 min cold on 2 cores)
 
     print(sts.ensure_binary())
+    from testbed import registry  # the registry e2e pulls from (one Go binary, its cold build measured in its module)
+
+    print(registry.ensure_binary())
     from testbed import kwok  # imports this module too: the simulated nodes' build lives beside their runner
 
     print(kwok.ensure_kwok())
