@@ -68,7 +68,7 @@ class Renewers:
                 record, version = election.lease_record(body["spec"]), body["metadata"]["resourceVersion"]
             else:
                 record = election.LeaseRecord(name, contract.DRIVER_LEASE_SECONDS, acquire_time=now, renew_time=now)
-            decision = election.decide(record, now, name, now, contract.DRIVER_LEASE_SECONDS)
+            decision = election.next_write(record, now, name, now, contract.DRIVER_LEASE_SECONDS)
             assert decision.record is not None
             replacement = {
                 "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": version},

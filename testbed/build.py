@@ -186,15 +186,17 @@ def go_module_dir(module: str, version: str, expected_sum: str) -> Path:
     return Path(answer["Dir"])
 
 
-def go_install(package: str, version: str, target: Path) -> Path:
-    """`go install package@version` (a module without replace directives) as `target`, once; return it."""
+def go_install(package: str, version: str, target: Path, *, tags: tuple[str, ...] = ()) -> Path:
+    """`go install package@version` (a module without replace directives) as `target`, once; return it.
+    `tags` are Go build tags (e.g. one that leaves optional plugins out)."""
     if target.exists():
         return target
     workdir = cache_root() / "src" / target.parent.name
     workdir.mkdir(parents=True, exist_ok=True)
     staging = target.parent / ".partial"
     env = {**_go_env(workdir), "GOBIN": str(staging), "GOFLAGS": ""}
-    command = ["go", "install", "-trimpath", "-ldflags", "-s -w", f"{package}@{version}"]
+    command = ["go", "install", "-trimpath", "-ldflags", "-s -w", *(["-tags", ",".join(tags)] if tags else [])]
+    command.append(f"{package}@{version}")
     print("+", " ".join(command), flush=True)
     subprocess.run(command, cwd=workdir, env=env, check=True)
     (staging / package.rsplit("/", 1)[1]).rename(target)
@@ -275,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import sts  # MinIO, the STS of the web identity tests (about 14 min cold on 2 cores)
 
     print(sts.ensure_binary())
+    from testbed import registry  # the registry e2e pulls from (one Go binary, its cold build measured in its module)
+
+    print(registry.ensure_binary())
     from testbed import kwok  # imports this module too: the simulated nodes' build lives beside their runner
 
     print(kwok.ensure_kwok())

@@ -61,8 +61,9 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: Kube
         DriverControl(),
         metrics,
         _now,
-        policy=settings.tenant_policy.policy(),
+        policy=settings.tenant_policy,
         operator_namespace=settings.operator_namespace,
+        peers=settings.peers(),
         savepoint_runner=savepoints.submit,  # a savepoint call never holds a reconcile worker
     )
 

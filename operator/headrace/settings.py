@@ -11,6 +11,8 @@
 | HEADRACE_LEADER_ELECTION_NAMESPACE | $POD_NAMESPACE | namespace of the Lease |
 | HEADRACE_LEADER_ELECTION_LEASE | headrace | name of the Lease (chart: the release's full name) |
 | POD_NAMESPACE | (none) | the operator's namespace (chart: downward API); NetworkPolicies admit it from there |
+| HEADRACE_METRICS_NAMESPACES | (empty: none) | namespaces (comma-separated) admitted to drivers' metrics port |
+| HEADRACE_UI_NAMESPACES | (empty: none) | namespaces (comma-separated) admitted to drivers' Spark UI port |
 | POD_NAME | (hostname_pid) | this replica's identity in the Lease (chart: downward API) |
 | HEADRACE_LEASE_DURATION_SECONDS | 15 | a standby takes over a Lease not renewed for this long |
 | HEADRACE_RENEW_DEADLINE_SECONDS | 10 | the leader exits if it could not renew for this long |
@@ -27,38 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from headrace.core.validation import RESTRICTED_VOLUME_TYPES, TenantPolicy
-
-
-class TenantPolicySettings(BaseModel):
-    """The chart's `tenantPolicy` (docs/security.md): what a StreamingApp may ask of its pods. Every
-    default refuses; an admin widens one field at a time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    allowHostNamespaces: bool = False
-    allowHostPorts: bool = False
-    allowPrivileged: bool = False
-    allowPrivilegeEscalation: bool = False
-    allowRunAsRoot: bool = False
-    allowedCapabilities: list[str] = Field(default_factory=list)
-    allowedVolumeTypes: list[str] = Field(default_factory=lambda: list(RESTRICTED_VOLUME_TYPES))
-    serviceAccounts: list[str] = Field(default_factory=list)
-
-    def policy(self) -> TenantPolicy:
-        """The policy the validation applies."""
-        return TenantPolicy(
-            allow_host_namespaces=self.allowHostNamespaces,
-            allow_host_ports=self.allowHostPorts,
-            allow_privileged=self.allowPrivileged,
-            allow_privilege_escalation=self.allowPrivilegeEscalation,
-            allow_run_as_root=self.allowRunAsRoot,
-            allowed_capabilities=frozenset(self.allowedCapabilities),
-            allowed_volume_types=frozenset(self.allowedVolumeTypes),
-            service_accounts=frozenset(self.serviceAccounts),
-        )
+from headrace.core.validation import TenantPolicy
+from headrace.render.security import Peers
 
 
 class OperatorSettings(BaseModel):
@@ -76,8 +50,14 @@ class OperatorSettings(BaseModel):
     lease_seconds: int = Field(default=15, ge=1)
     renew_deadline_seconds: float = Field(default=10.0, gt=0)
     retry_seconds: float = Field(default=2.0, gt=0)
-    tenant_policy: TenantPolicySettings = Field(default_factory=TenantPolicySettings)
+    tenant_policy: TenantPolicy = Field(default_factory=TenantPolicy)  # the chart's tenantPolicy (docs/security.md)
     operator_namespace: str | None = None
+    metrics_namespaces: list[str] = Field(default_factory=list)
+    ui_namespaces: list[str] = Field(default_factory=list)
+
+    def peers(self) -> Peers:
+        """The namespaces every app's NetworkPolicy admits to the metrics and UI ports."""
+        return Peers(metrics_namespaces=tuple(self.metrics_namespaces), ui_namespaces=tuple(self.ui_namespaces))
 
     @model_validator(mode="after")
     def _election_is_consistent(self) -> OperatorSettings:
@@ -92,24 +72,39 @@ class OperatorSettings(BaseModel):
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> OperatorSettings:
-        """Settings from environment variables (see the module docstring)."""
-        raw = {
-            "namespaces": [item.strip() for item in environ.get("HEADRACE_NAMESPACES", "").split(",") if item.strip()],
-            "workers": environ.get("HEADRACE_WORKERS", 16),
-            "metrics_port": environ.get("HEADRACE_METRICS_PORT", 8080),
-            "health_port": environ.get("HEADRACE_HEALTH_PORT", 8081),
-            "resync_seconds": environ.get("HEADRACE_RESYNC_SECONDS", 300),
-            "leader_election": environ.get("HEADRACE_LEADER_ELECTION") or False,
-            "lease_namespace": environ.get("HEADRACE_LEADER_ELECTION_NAMESPACE") or environ.get("POD_NAMESPACE"),
-            "lease_name": environ.get("HEADRACE_LEADER_ELECTION_LEASE") or "headrace",
-            "identity": environ.get("POD_NAME") or None,
-            "lease_seconds": environ.get("HEADRACE_LEASE_DURATION_SECONDS", 15),
-            "renew_deadline_seconds": environ.get("HEADRACE_RENEW_DEADLINE_SECONDS", 10),
-            "retry_seconds": environ.get("HEADRACE_RETRY_PERIOD_SECONDS", 2),
-            "operator_namespace": environ.get("POD_NAMESPACE") or None,
-            "tenant_policy": _json("HEADRACE_TENANT_POLICY", environ.get("HEADRACE_TENANT_POLICY") or "{}"),
-        }
+        """Settings from environment variables (see the module docstring); the defaults are the fields' own."""
+        raw: dict[str, object] = {field: environ[name] for field, name in ENVIRONMENT.items() if environ.get(name)}
+        for field, name in NAMESPACE_LISTS.items():
+            raw[field] = [item.strip() for item in environ.get(name, "").split(",") if item.strip()]
+        if namespace := environ.get("POD_NAMESPACE"):
+            raw["operator_namespace"] = namespace
+            raw.setdefault("lease_namespace", namespace)
+        if policy := environ.get("HEADRACE_TENANT_POLICY"):
+            raw["tenant_policy"] = _json("HEADRACE_TENANT_POLICY", policy)
         return cls.model_validate(raw)
+
+
+ENVIRONMENT = {
+    "workers": "HEADRACE_WORKERS",
+    "metrics_port": "HEADRACE_METRICS_PORT",
+    "health_port": "HEADRACE_HEALTH_PORT",
+    "resync_seconds": "HEADRACE_RESYNC_SECONDS",
+    "leader_election": "HEADRACE_LEADER_ELECTION",
+    "lease_namespace": "HEADRACE_LEADER_ELECTION_NAMESPACE",
+    "lease_name": "HEADRACE_LEADER_ELECTION_LEASE",
+    "identity": "POD_NAME",
+    "lease_seconds": "HEADRACE_LEASE_DURATION_SECONDS",
+    "renew_deadline_seconds": "HEADRACE_RENEW_DEADLINE_SECONDS",
+    "retry_seconds": "HEADRACE_RETRY_PERIOD_SECONDS",
+}
+"""Setting -> the variable that sets it as it is (an unset or empty variable leaves the setting's default)."""
+
+NAMESPACE_LISTS = {
+    "namespaces": "HEADRACE_NAMESPACES",
+    "metrics_namespaces": "HEADRACE_METRICS_NAMESPACES",
+    "ui_namespaces": "HEADRACE_UI_NAMESPACES",
+}
+"""Setting -> the variable that sets it as a comma-separated list of namespaces."""
 
 
 def _json(name: str, text: str) -> object:

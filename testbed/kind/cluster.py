@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -21,16 +22,24 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from pytest_kind import KindCluster  # type: ignore[import-untyped]
 
-from testbed import build
+from testbed import build, scenario
 from testbed.kind import nodeimage, podman, tools
 
 CLUSTER_NAME = "headrace"
 READY_TIMEOUT_SECONDS = 300
 WORKERS = 2
+# A host directory every node mounts at the same path: the shared storage (an NFS share's part) that a driver's
+# checkpoint, input and output live on, so that the next driver reads them from any node, and this process too.
+SHARED_DATA = scenario.POD_DATA_BASE / "kind"
+# A node that stopped reporting is marked unreachable (and tainted, so nothing new is scheduled there) after this,
+# instead of the default 50 s: the tests' recovery must not race the node controller for where the next driver goes.
+NODE_MONITOR_GRACE = "20s"
+_NODE_MOUNTS = f"  extraMounts:\n  - hostPath: {SHARED_DATA}\n    containerPath: {SHARED_DATA}\n"
 
 # The kubelet refuses cgroup v1 from 1.35 on unless told otherwise; this host is cgroup v1.
 CLUSTER_CONFIG = f"""\
@@ -40,10 +49,15 @@ networking:
   podSubnet: {nodeimage.POD_SUBNET}
 nodes:
 - role: control-plane
-{"".join("- role: worker" + chr(10) for _ in range(WORKERS))}kubeadmConfigPatches:
+{_NODE_MOUNTS}{"".join("- role: worker" + chr(10) + _NODE_MOUNTS for _ in range(WORKERS))}kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
   failCgroupV1: false
+- |
+  kind: ClusterConfiguration
+  controllerManager:
+    extraArgs:
+      node-monitor-grace-period: "{NODE_MONITOR_GRACE}"
 """
 
 
@@ -107,6 +121,16 @@ def _iptables_rules() -> frozenset[str]:
     return frozenset(rules)
 
 
+def _cluster_mount(point: str) -> bool:
+    """A mount a node container makes (its network namespace, its volumes and bind mounts). Not the overlay root
+    filesystems under podman's storage: other users' podman (image builds, their containers) mount and unmount those
+    all the time on a shared machine; a node's is gone with its container, which the check sees."""
+    return ("/containers/" in point or "netns" in point) and not point.startswith(_OVERLAY_STORAGE)
+
+
+_OVERLAY_STORAGE = "/var/lib/containers/storage/overlay"
+
+
 def host_state() -> HostState:
     """The host's containers, volumes, networks, netdevs, container mounts and iptables rules now."""
     links = subprocess.run(["ip", "-o", "link", "show"], check=True, capture_output=True, text=True).stdout
@@ -116,7 +140,7 @@ def host_state() -> HostState:
         volumes=frozenset(_podman("volume", "ls", "--format", "{{.Name}}").split()),
         networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
         links=frozenset(re.sub(r"@\S+", "", line.split(":")[1].strip()) for line in links.splitlines()),
-        mounts=frozenset(line.split()[4] for line in mounts if "/containers/" in line or "netns" in line),
+        mounts=frozenset(line.split()[4] for line in mounts if _cluster_mount(line.split()[4])),
         iptables=_iptables_rules(),
     )
 
@@ -137,6 +161,7 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
     def create(self, config_file: str | Path | None = None) -> None:
         """Build (or reuse) the node image, then ``kind create cluster`` with three nodes."""
         self.image = nodeimage.build_node_image()
+        scenario.pod_data_root(SHARED_DATA.name)  # world-writable all the way down, before the nodes mount it
         Path("/lib/modules").mkdir(parents=True, exist_ok=True)  # kind mounts it into every node
         if config_file is None:
             config_file = self.workdir / "kind.yaml"
@@ -146,6 +171,11 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         # kind returns once every node joined; the nodes turn Ready once kube-router has set up their
         # pod network, and cluster DNS once CoreDNS runs on it.
         self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={READY_TIMEOUT_SECONDS}s")
+        # Cluster DNS runs on the control-plane node (kind puts it anywhere): a test's worker lost, partitioned or
+        # drained must not take the cluster's DNS with it.
+        on_control_plane = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}}
+        patch = json.dumps({"spec": {"template": {"spec": on_control_plane}}})
+        self.kubectl("patch", "-n", "kube-system", "deployment/coredns", "-p", patch)
         self.kubectl(
             "rollout", "status", "-n", "kube-system", "deployment/coredns", f"--timeout={READY_TIMEOUT_SECONDS}s"
         )
@@ -157,10 +187,12 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
             _podman("save", "--format", "oci-archive", "-o", str(archive), docker_image)
             self.load_image_archive(archive)
 
-    def load_image_archive(self, archive: Path) -> None:
-        """``kind load image-archive``: an OCI or docker archive onto every node."""
+    def load_image_archive(self, archive: Path, nodes: Sequence[str] = ()) -> None:
+        """``kind load image-archive``: an OCI or docker archive onto `nodes` (every node by default)."""
         command = [str(self.kind_path), "load", "image-archive", "--name", self.name, str(archive)]
-        subprocess.run(command, env=environment(self.name), check=True)
+        if nodes:
+            command += ["--nodes", ",".join(nodes)]
+        subprocess.run(command, env=environment(self.name), check=True, capture_output=True)
 
     def delete(self) -> None:
         """``kind delete cluster``, then the cluster's podman network."""
@@ -178,6 +210,63 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
     def node_exec(self, node: str, *command: str) -> str:
         """Run a command inside a node container and return its output."""
         return _podman("exec", node, *command)
+
+    def node_address(self, node: str, *, ipv6: bool = False) -> str:
+        """The node container's IPv4 (or IPv6) address on the cluster's network (it changes when it restarts)."""
+        field = "GlobalIPv6Address" if ipv6 else "IPAddress"
+        template = f"{{{{range .NetworkSettings.Networks}}}}{{{{.{field}}}}}{{{{end}}}}"
+        return _podman("inspect", node, "--format", template).strip()
+
+    def power_off(self, node: str) -> None:
+        """The node dies at once with everything on it (``podman kill``: its systemd, kubelet and containers)."""
+        _podman("kill", node)
+
+    def power_on(self, node: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        """Start a powered-off node again and wait until its kubelet reports it Ready afresh (kind's entrypoint
+        gives the kubelet the container's new address)."""
+        started = time.time()
+        _podman("start", node)
+        deadline = time.monotonic() + timeout
+        while not self._ready_since(node, started):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {node} not Ready within {timeout:.0f} s of its restart")
+            time.sleep(2)
+
+    def _ready_since(self, node: str, moment: float) -> bool:
+        status = json.loads(self.kubectl("get", "node", node, "-o", "json"))["status"]
+        ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+        if ready is None or ready["status"] != "True":
+            return False
+        heartbeat = datetime.fromisoformat(ready["lastHeartbeatTime"].replace("Z", "+00:00")).timestamp()
+        return heartbeat >= moment - 1
+
+    def partition(self, node: str, peer: str) -> None:
+        """Cut `node` off from `peer` (the control plane: its API server, and the pods on it, the operator among
+        them) while everything on it keeps running and reaches every other node: packets from and to the peer's
+        address and pod range are dropped inside the node (its own pods' traffic too: the mangle table, before and
+        after kube-proxy's translation of the API server's Service). The peer's IPv6 address too: the node resolves
+        the peer's name to both, and the kubelet may dial either."""
+        cidr = json.loads(self.kubectl("get", "node", peer, "-o", "json"))["spec"]["podCIDR"]
+        blocked = {"iptables": [self.node_address(peer), cidr], "ip6tables": [self.node_address(peer, ipv6=True)]}
+        script = []
+        for tool, addresses in blocked.items():
+            script.append(f"{tool} -t mangle -N {_PARTITION}")
+            for address in filter(None, addresses):
+                script += [f"{tool} -t mangle -A {_PARTITION} {way} {address} -j DROP" for way in ("-s", "-d")]
+            script += [f"{tool} -t mangle -I {chain} -j {_PARTITION}" for chain in _PARTITIONED_CHAINS]
+        self.node_exec(node, "sh", "-ec", "; ".join(script))
+
+    def heal(self, node: str) -> None:
+        """Undo `partition`."""
+        script = []
+        for tool in ("iptables", "ip6tables"):
+            script += [f"{tool} -t mangle -D {chain} -j {_PARTITION}" for chain in _PARTITIONED_CHAINS]
+            script += [f"{tool} -t mangle -F {_PARTITION}", f"{tool} -t mangle -X {_PARTITION}"]
+        self.node_exec(node, "sh", "-ec", "; ".join(script))
+
+
+_PARTITION = "HEADRACE-PARTITION"
+_PARTITIONED_CHAINS = ("PREROUTING", "POSTROUTING")
 
 
 @contextlib.contextmanager

@@ -50,6 +50,9 @@ def test_helm_lint_strict(values: dict[str, Any] | None, tmp_path: Path) -> None
         ({"peering": {"enabled": True}}, "'peering' not allowed"),
         ({"leaderElection": {"leaseDurationSeconds": "15s"}}, "/leaderElection/leaseDurationSeconds"),
         ({"leaderElection": {"leaseName": "Not A Name"}}, "/leaderElection/leaseName"),
+        ({"metrics": {"scrapeNamespaces": "monitoring"}}, "/metrics/scrapeNamespaces"),
+        ({"sparkUI": {"ingress": {"apps": [{"namespace": "analytics", "name": "clicks"}]}}}, "host"),
+        ({"sparkUI": {"ingressControllerNamespaces": ["Ingress NGINX"]}}, "/sparkUI/ingressControllerNamespaces/0"),
     ],
 )
 def test_schema_rejects_bad_values_naming_them(values: dict[str, Any], named: str, tmp_path: Path) -> None:
@@ -109,6 +112,39 @@ def test_default_values_agree_with_the_operator_settings(tmp_path: Path) -> None
     assert OperatorSettings.from_environ(_environ(watched)).namespaces == ["analytics", "fraud"]
     off = by_kind(render(tmp_path, {"leaderElection": {"enabled": False}}), "Deployment")[0]
     assert not OperatorSettings.from_environ(_environ(off)).leader_election
+
+
+def test_the_admitted_namespaces_reach_the_operator_settings(tmp_path: Path) -> None:
+    """metrics.scrapeNamespaces and sparkUI.ingressControllerNamespaces become the peers every app's NetworkPolicy
+    admits (HEADRACE_METRICS_NAMESPACES, HEADRACE_UI_NAMESPACES)."""
+    values = {
+        "metrics": {"scrapeNamespaces": ["monitoring", "obs"]},
+        "sparkUI": {"ingressControllerNamespaces": ["web"]},
+    }
+    (deployment,) = by_kind(render(tmp_path, values), "Deployment")
+    peers = OperatorSettings.from_environ(_environ(deployment)).peers()
+    assert (peers.metrics_namespaces, peers.ui_namespaces) == (("monitoring", "obs"), ("web",))
+
+
+def test_an_ingress_per_listed_app_reaches_its_ui_service(tmp_path: Path) -> None:
+    apps = [
+        {"namespace": "analytics", "name": "clicks", "host": "clicks.spark.example"},
+        {"namespace": "fraud", "name": "scores", "host": "scores.spark.example", "tlsSecretName": "spark-tls"},
+    ]
+    ingress = {"enabled": True, "className": "nginx", "annotations": {"a": "b"}, "apps": apps}
+    rendered = by_kind(render(tmp_path, {"sparkUI": {"ingress": ingress}}), "Ingress")
+    assert [(item["metadata"]["namespace"], item["metadata"]["name"]) for item in rendered] == [
+        ("analytics", "clicks-ui"),
+        ("fraud", "scores-ui"),
+    ]
+    service = next(obj for obj in manifests.app_objects(sample_attempt()) if obj["kind"] == "Service")
+    first, second = rendered
+    assert first["spec"]["ingressClassName"] == "nginx" and first["metadata"]["annotations"] == {"a": "b"}
+    backend = first["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"]["name"] in {port["name"] for port in service["spec"]["ports"]}
+    assert "tls" not in first["spec"]
+    assert second["spec"]["tls"] == [{"hosts": ["scores.spark.example"], "secretName": "spark-tls"}]
 
 
 def _granted(role: dict[str, Any]) -> set[Need]:
@@ -249,7 +285,7 @@ def test_prometheus_monitors_only_where_the_api_is_served(tmp_path: Path) -> Non
 
 
 def test_pod_monitor_matches_a_rendered_driver_pod(tmp_path: Path) -> None:
-    pod = manifests.driver_pod(sample_attempt())
+    pod = manifests.driver_pod_manifest(sample_attempt())
     port_names = {port["name"] for container in pod["spec"]["containers"] for port in container.get("ports", [])}
     (pod_monitor,) = by_kind(render(tmp_path, EVERYTHING, api_versions=(PROMETHEUS_OPERATOR_API,)), "PodMonitor")
     assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()

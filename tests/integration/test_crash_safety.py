@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
 
-from headrace.api import models
+from headrace.api import models, names
 from headrace.api import runtime_contract as contract
 from headrace.controller.failpoints import ENV, FAILPOINT_EXIT_CODE
 from headrace.core.savepoints import INTERRUPTED
@@ -56,6 +57,7 @@ EXIT_DELAY_SECONDS = 4.0  # a stopped driver shuts Spark down for a few seconds 
 REPORT_DELAY_SECONDS = 0.5  # and its kubelet reports the exit a moment later
 CRASH_TIMEOUT_SECONDS = 30.0
 DONE_TIMEOUT_SECONDS = 30.0
+HTTP_NOT_FOUND = 404
 # Points that the first deployment passes too: their operator is started only once the app runs.
 ENSURE_DRIVER_STEPS = ("Secret", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service")
 DEPLOY_POINTS = {"after-status:StartDriver/CreateDriver", "after:EnsureDriver"} | {
@@ -63,6 +65,7 @@ DEPLOY_POINTS = {"after-status:StartDriver/CreateDriver", "after:EnsureDriver"} 
 }
 
 RESTARTED = f"{APP}-r1-a3-driver"  # the restart case's driver after two failures in a row
+CHOSEN = "s3a://bucket/savepoints/elsewhere/chosen"  # the redeploy case's savepoint, a path
 UPGRADE = {"application": {"file": "local:///opt/headrace/apps/windowed-counts/app.py", "args": ["--v2"]}}
 TRIGGERS: dict[str, dict[str, Any]] = {
     "upgrade": UPGRADE,
@@ -70,9 +73,11 @@ TRIGGERS: dict[str, dict[str, Any]] = {
     "suspend": {"job": {"state": "suspended"}},
     "savepoint": {"savepoints": {"triggerNonce": 1}},
     "rescale": {"executor": {"instances": 3}},
+    "redeploy": {"restoreFrom": {"path": CHOSEN}, "redeployNonce": 1},
 }
 MANIFESTS: dict[str, dict[str, Any]] = {  # spec fields of the operation's app beside the common ones
     "prewarm": {"standby": {"prewarmUpgrades": True}},
+    "delete": {"savepoints": {"onDeletion": True}},
 }
 
 
@@ -126,6 +131,12 @@ CASES = [
     Case("rescale", ("after:RescaleInPlace",)),
     Case("restart", ("after-status:Restart/Backoff",)),
     Case("prewarm", ("after-status:Upgrade/Prewarm",)),
+    Case("redeploy", ("after-status:StartDriver/CreateDriver",)),
+    Case("redeploy", ("after:DeletePod",)),
+    Case("redeploy", ("after:EnsureDriver",)),
+    Case("delete", ("after-status:Delete/TakeSavepoint",)),
+    Case("delete", ("before:TakeSavepoint",), interrupted=True),
+    Case("delete", ("after:TakeSavepoint",)),
     # an operator upgrade under a running app: every kind and step the previous release writes
     Case("upgrade", ("after-status:Upgrade/TakeSavepoint",), legacy=True),
     Case("upgrade", ("before:TakeSavepoint",), interrupted=True, legacy=True),
@@ -262,6 +273,14 @@ def test_operator_killed_at_a_step_resumes_the_operation(
 def _trigger(api: ApiClient, namespace: str, operation: str) -> None:
     """Start the operation: a spec change, or (restart) two failures of the driver in a row, the second of which
     waits out the backoff (a first restart is immediate and never leaves a Restart in the log)."""
+    if operation == "delete":
+        wait_for(
+            lambda: names.FINAL_SAVEPOINT_FINALIZER in get_app(api, namespace, APP)["metadata"].get("finalizers", [])
+        )
+        CustomObjectsApi(api).delete_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, models.APP_PLURAL, APP
+        )
+        return
     if operation != "restart":
         patch_spec(api, namespace, APP, TRIGGERS[operation])
         return
@@ -413,6 +432,38 @@ def _check_prewarm(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case)
     assert DRIVER_1 not in kubelet.live_at_promotion[DRIVER_2]  # the old driver was gone before the promotion
 
 
+def _check_redeploy(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case) -> None:
+    """One live driver of run 2, restoring the chosen path; the old driver was deleted without a savepoint, once."""
+    status = wait_for(lambda: _running_with_driver(api, namespace, DRIVER_2), DONE_TIMEOUT_SECONDS, what="run 2")
+    assert _live(api, namespace) == [DRIVER_2]
+    assert status["run"]["restoredFrom"] == CHOSEN
+    assert kubelet.drivers[DRIVER_2].env[contract.ENV_RESTORE_FROM] == CHOSEN
+    assert kubelet.requests_of(DRIVER_1, "stop") == kubelet.requests_of(DRIVER_1, "savepoint") == []
+    assert savepoints(api, namespace) == []
+    assert [pod.metadata.name for pod in driver_pods(api, namespace, APP)] == [DRIVER_2]
+    # posted once at most (an operator that died at the point never posted its events), never again
+    assert [event.reason for event in events_for(api, namespace, APP)].count("Redeploying") <= 1
+
+
+def _check_delete(api: ApiClient, namespace: str, kubelet: Kubelet, case: Case) -> None:
+    """The app is gone once its driver stopped with the final savepoint (after one interrupted try, try 2)."""
+    wait_for(lambda: not _exists(api, namespace), DONE_TIMEOUT_SECONDS, what="the app gone")
+    done = _the_succeeded_savepoint(api, namespace, case)
+    assert done["spec"]["reason"] == "deletion"
+    assert not done["spec"].get("disposeOnDelete")
+    assert [request.path for request in kubelet.requests_of(DRIVER_1, "stop")] == [done["status"]["path"]]
+
+
+def _exists(api: ApiClient, namespace: str) -> bool:
+    try:
+        get_app(api, namespace, APP)
+    except ApiException as error:
+        if error.status == HTTP_NOT_FOUND:
+            return False
+        raise
+    return True
+
+
 CHECKS: dict[str, Callable[[ApiClient, str, Kubelet, Case], None]] = {
     "restart": _check_restart,
     "prewarm": _check_prewarm,
@@ -420,4 +471,6 @@ CHECKS: dict[str, Callable[[ApiClient, str, Kubelet, Case], None]] = {
     "suspend": _check_suspend,
     "savepoint": _check_savepoint,
     "rescale": _check_rescale,
+    "redeploy": _check_redeploy,
+    "delete": _check_delete,
 }

@@ -18,7 +18,7 @@ from headrace.api import names
 from testbed.operator_process import OperatorProcess
 
 from .driver_standin import Kubelet
-from .kube import app_manifest, create_app, driver_pods, events_for, get_app, wait_for
+from .kube import app_manifest, create_app, driver_pods, events_for, get_app, ui_backends, wait_for
 from .nodes import kubeless_node, pinned_to
 
 APP = "drained"
@@ -64,6 +64,8 @@ def test_a_cordoned_nodes_driver_is_handed_over_and_its_eviction_waits_until_the
             what="the writing driver labelled",
         )
         wait_for(lambda: _guarded(api, namespace), what="the budget guarding the writing driver")
+        wait_for(lambda: ui_backends(api, namespace, APP) == [old.metadata.name], what="the UI Service on attempt 1")
+        ui = core.read_namespaced_service(names.ui_service(APP), namespace)
         assert _evict(api, namespace, old.metadata.name) == TOO_MANY_REQUESTS  # a drain waits
 
         core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon (drain's first step)
@@ -72,6 +74,7 @@ def test_a_cordoned_nodes_driver_is_handed_over_and_its_eviction_waits_until_the
         still = _pod(api, namespace, 1)
         assert still is not None and still.metadata.deletion_timestamp is None  # it keeps processing meanwhile
         assert _evict(api, namespace, old.metadata.name) == TOO_MANY_REQUESTS  # ... and is still guarded
+        assert names.WRITER not in new.metadata.labels  # so the UI Service does not select the pre-warmed driver
 
         wait_for(lambda: kubelet.requests_of(new.metadata.name, "promote"), timeout=60, what="attempt 2 promoted")
         wait_for(lambda: new.metadata.name in kubelet.live_at_promotion, what="the kubelet's sample")
@@ -85,3 +88,6 @@ def test_a_cordoned_nodes_driver_is_handed_over_and_its_eviction_waits_until_the
             lambda: (_pod(api, namespace, 2).metadata.labels or {}).get(names.WRITER) == "true",  # type: ignore[union-attr]
             what="the new driver labelled the writer",
         )
+        # The same UI Service, its name and address unchanged, now reaches the new driver.
+        wait_for(lambda: ui_backends(api, namespace, APP) == [new.metadata.name], what="the UI Service on attempt 2")
+        assert core.read_namespaced_service(names.ui_service(APP), namespace).metadata.uid == ui.metadata.uid

@@ -10,6 +10,8 @@ import pytest
 from kubernetes.client import ApiClient
 
 from headrace.adapters.kube import Conflict, Gone, KubeClient
+from headrace.api import names
+from headrace.render import manifests, security
 
 from .kube import app_manifest, create_app
 
@@ -71,6 +73,31 @@ def test_an_existing_account_of_the_app_gets_the_metadata_rendered_now(kube_api:
     assert stored.metadata.annotations == changed
 
 
+def _policy(namespace: str, owner: dict[str, str], peers: security.Peers) -> dict[str, Any]:
+    metadata = {"name": "clicks-spark", "namespace": namespace, "ownerReferences": [owner]}
+    ports = [{"name": "metrics", "containerPort": 9464}, {"name": "spark-ui", "containerPort": 4040}]
+    return security.network_policy("clicks", metadata, ports, "headrace-system", peers)
+
+
+def _stored_policy(kube: KubeClient, namespace: str) -> dict[str, Any]:
+    policy = kube.networking.read_namespaced_network_policy("clicks-spark", namespace)
+    return dict(kube.core.api_client.sanitize_for_serialization(policy))
+
+
+def test_an_existing_policy_of_the_app_gets_the_spec_rendered_now(kube_api: ApiClient, namespace: str) -> None:
+    """The admin added a Prometheus namespace (HEADRACE_METRICS_NAMESPACES): the next ensure replaces the app's
+    NetworkPolicy spec (a namespace removed from the settings goes too); a policy the app does not own is left
+    alone."""
+    kube = KubeClient(kube_api)
+    app, other = _owner(kube, namespace, "app"), _owner(kube, namespace, "other")
+    assert kube.create(_policy(namespace, app, security.Peers(ui_namespaces=("web",)))) is not None
+    monitoring = security.Peers(metrics_namespaces=("monitoring",))
+    assert kube.create(wanted := _policy(namespace, app, monitoring)) is None  # it existed
+    assert _stored_policy(kube, namespace)["spec"] == wanted["spec"]
+    kube.create(_policy(namespace, other, security.NO_PEERS))  # another owner's: the patch fails, nothing changed
+    assert _stored_policy(kube, namespace)["spec"] == wanted["spec"]
+
+
 def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, namespace: str) -> None:
     """A status write guarded by an old resourceVersion raises Conflict (decide again); on an app deleted
     meanwhile it raises Gone (forget it), not Conflict."""
@@ -82,3 +109,14 @@ def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, nam
     kube.custom.delete_namespaced_custom_object("headrace.dev", "v1alpha1", namespace, "streamingapps", "stale")
     with pytest.raises(Gone):
         kube.replace_app_status(body, {"phase": "Running"})
+
+
+def test_the_kept_driver_log_is_created_then_replaced(kube_api: ApiClient, namespace: str) -> None:
+    """The next driver that ends replaces the kept log as a whole (the operator's `update` on configmaps)."""
+    kube = KubeClient(kube_api)
+    app = _owner(kube, namespace, "clicks")
+    for pod, log in (("clicks-r1-a1-driver", "first\n"), ("clicks-r1-a2-driver", "second\n")):
+        kept = manifests.driver_log_config_map("clicks", namespace, app["uid"], pod=pod, log=log, saved_at="t")
+        kube.put_config_map(kept)
+    stored = kube.core.read_namespaced_config_map(names.driver_log("clicks"), namespace)
+    assert stored.data == {"pod": "clicks-r1-a2-driver", "savedAt": "t", "log": "second\n"}

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from kubernetes import client
@@ -23,7 +25,7 @@ from headrace.core import election, fence
 from testbed.operator_process import OperatorProcess
 
 from .driver_standin import Kubelet
-from .kube import app_manifest, condition, create_app, driver_pods, events_for, get_app, wait_for
+from .kube import app_manifest, condition, create_app, driver_pods, events_for, get_app, set_pod_failed, wait_for
 from .nodes import kubeless_node, pinned_to
 
 APP = "lost"
@@ -66,7 +68,7 @@ class LeaseHolder:
         body = self.leases.read_namespaced_lease(name, self.namespace)
         now = datetime.now(UTC)
         record = election.lease_record(self.leases.api_client.sanitize_for_serialization(body.spec) or {})
-        decision = election.decide(record, now, self.identity, now, LEASE_SECONDS)
+        decision = election.next_write(record, now, self.identity, now, LEASE_SECONDS)
         assert decision.record is not None, f"the Lease is held by {record.holder}"
         body.spec = election.lease_spec(decision.record)
         self.leases.replace_namespaced_lease(name, self.namespace, body)
@@ -105,6 +107,18 @@ def _lose(api: ApiClient, namespace: str, kubelet: Kubelet, pod: client.V1Pod) -
     assert stuck is not None and stuck.metadata.deletion_timestamp is not None  # Terminating, not gone
 
 
+@contextmanager
+def _driver_on_a_node(
+    api: ApiClient, namespace: str, **manifest: str
+) -> Iterator[tuple[Kubelet, client.V1Pod, LeaseHolder]]:
+    """The app's first driver runs on a kubeless node (the test loses it) and holds its Lease (`LeaseHolder`)."""
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node, **manifest))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            yield kubelet, old, holder
+
+
 def _assert_started_after_expiry(api: ApiClient, namespace: str, holder: LeaseHolder) -> client.V1Pod:
     following = wait_for(lambda: _running(api, namespace, 2), timeout=90, what="attempt 2 runs")
     assert _pod(api, namespace, 1) is None  # force-deleted
@@ -119,14 +133,11 @@ def _assert_started_after_expiry(api: ApiClient, namespace: str, holder: LeaseHo
 def test_a_driver_on_a_lost_node_is_force_deleted_once_its_lease_expired(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
-        create_app(api, namespace, _manifest(node))
-        old = _first_driver(api, namespace, node)
-        with LeaseHolder(api, namespace, old.metadata.name) as holder:
-            lost_at = time.monotonic()
-            holder.stop()  # powered off: the driver stopped with its node
-            _lose(api, namespace, kubelet, old)
-            _assert_started_after_expiry(api, namespace, holder)
+    with _driver_on_a_node(api, namespace) as (kubelet, old, holder):
+        lost_at = time.monotonic()
+        holder.stop()  # powered off: the driver stopped with its node
+        _lose(api, namespace, kubelet, old)
+        _assert_started_after_expiry(api, namespace, holder)
         print(f"node lost -> attempt 2 runs: {time.monotonic() - lost_at:.1f}s (Lease {LEASE_SECONDS}s + margin)")
         assert kubelet.live_seen == []  # never two drivers not being deleted at once
         assert get_app(api, namespace, APP)["status"]["restarts"]["lastFailureReason"] == "DriverDeleted"
@@ -135,38 +146,32 @@ def test_a_driver_on_a_lost_node_is_force_deleted_once_its_lease_expired(
 def test_a_partitioned_driver_that_still_renews_its_lease_is_never_force_deleted(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
-        create_app(api, namespace, _manifest(node))
-        old = _first_driver(api, namespace, node)
-        with LeaseHolder(api, namespace, old.metadata.name) as holder:
-            _lose(api, namespace, kubelet, old)  # cut off from the operator and its kubelet, not from the API server
+    with _driver_on_a_node(api, namespace) as (kubelet, old, holder):
+        _lose(api, namespace, kubelet, old)  # cut off from the operator and its kubelet, not from the API server
 
-            def waiting() -> bool:
-                progressing = condition(get_app(api, namespace, APP), "Progressing") or {}
-                return progressing.get("reason") == fence.WAITING
+        def waiting() -> bool:
+            progressing = condition(get_app(api, namespace, APP), "Progressing") or {}
+            return progressing.get("reason") == fence.WAITING
 
-            wait_for(waiting, timeout=60, what="the operator waiting for the driver Lease")
-            until = time.monotonic() + 2 * (LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS)
-            while time.monotonic() < until:  # it keeps deciding (its fence polls every second) and keeps waiting
-                assert _pod(api, namespace, 1) is not None, "force-deleted while its driver renewed its Lease"
-                assert _pod(api, namespace, 2) is None, "a second driver while the first renewed its Lease"
-                time.sleep(0.5)
-            assert waiting()
-            holder.stop()  # it stops at last (the renew deadline, or the partition reached the API server too)
-            _assert_started_after_expiry(api, namespace, holder)
+        wait_for(waiting, timeout=60, what="the operator waiting for the driver Lease")
+        until = time.monotonic() + 2 * (LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS)
+        while time.monotonic() < until:  # it keeps deciding (its fence polls every second) and keeps waiting
+            assert _pod(api, namespace, 1) is not None, "force-deleted while its driver renewed its Lease"
+            assert _pod(api, namespace, 2) is None, "a second driver while the first renewed its Lease"
+            time.sleep(0.5)
+        assert waiting()
+        holder.stop()  # it stops at last (the renew deadline, or the partition reached the API server too)
+        _assert_started_after_expiry(api, namespace, holder)
         assert kubelet.live_seen == []
 
 
 def test_a_silent_driver_whose_lease_expired_is_replaced_without_waiting_for_the_heartbeat_timeout(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
-        create_app(api, namespace, _manifest(node, heartbeat="10m"))
-        old = _first_driver(api, namespace, node)
-        with LeaseHolder(api, namespace, old.metadata.name) as holder:
-            holder.stop()  # powered off, and nobody deletes its pod: the operator notices it has gone silent
-            kubelet.freeze(old.metadata.name)
-            following = wait_for(lambda: _running(api, namespace, 2), timeout=120, what="attempt 2 runs")
+    with _driver_on_a_node(api, namespace, heartbeat="10m") as (kubelet, old, holder):
+        holder.stop()  # powered off, and nobody deletes its pod: the operator notices it has gone silent
+        kubelet.freeze(old.metadata.name)
+        following = wait_for(lambda: _running(api, namespace, 2), timeout=120, what="attempt 2 runs")
         assert _pod(api, namespace, 1) is None
         assert holder.last_renewal is not None
         assert (following.metadata.creation_timestamp - holder.last_renewal).total_seconds() >= LEASE_SECONDS - 1
@@ -207,3 +212,61 @@ def test_an_executor_stuck_on_a_lost_node_is_force_deleted_so_that_spark_replace
         wait_for(gone, timeout=90, what="the stuck executor pod force-deleted")
         assert "ExecutorForceDeleted" in {event.reason for event in events_for(api, namespace, APP)}
         assert _pod(api, namespace, 1) is not None  # the driver untouched
+
+
+def _lease_spec(api: ApiClient, namespace: str) -> election.LeaseRecord:
+    leases = client.CoordinationV1Api(api)
+    body = leases.read_namespaced_lease(names.driver_lease(APP), namespace)
+    return election.lease_record(leases.api_client.sanitize_for_serialization(body.spec) or {})
+
+
+def test_a_killed_drivers_lease_is_released_at_once_when_its_kubelet_confirms_the_death(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """SIGKILL or OOM kill on a Ready node: the kubelet reports the pod Failed, its container terminated (exit 137);
+    the driver never released its Lease. The operator releases it, so the next driver takes it at once instead of
+    waiting out the Lease's duration."""
+    with (
+        kubeless_node(api, namespace, confirm_deletions=True) as node,
+        Kubelet(api, namespace, APP) as kubelet,
+    ):
+        create_app(api, namespace, _manifest(node))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            holder.stop()
+            killed_at = time.monotonic()
+            kubelet.freeze(old.metadata.name)
+            set_pod_failed(api, namespace, old.metadata.name, exit_code=137)
+            released = wait_for(
+                lambda: _lease_spec(api, namespace).holder is None, timeout=LEASE_SECONDS, what="the Lease released"
+            )
+            released_after = time.monotonic() - killed_at
+        assert released and released_after < LEASE_SECONDS / 2, f"released {released_after:.1f}s after the kill"
+        following = wait_for(lambda: _running(api, namespace, 2), timeout=60, what="attempt 2 runs")
+        assert following is not None
+        print(f"killed -> Lease released: {released_after:.1f}s (Lease {LEASE_SECONDS}s)")
+        assert kubelet.live_seen == []
+
+
+def test_a_killed_drivers_lease_on_a_node_not_ready_is_left_to_expire(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """The same pod Failed, but its node is not Ready (the status may not come from a kubelet in touch): the
+    operator never releases the Lease; the next driver waits for it to expire (the runtime's guard). The API server
+    removes a terminal pod at once on deletion, so the next attempt's pod is created right away: by then the operator
+    has decided on the Lease (the release is planned with the old pod's deletion, before the new attempt)."""
+    core = client.CoreV1Api(api)
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            holder.stop()
+            kubelet.freeze(old.metadata.name)
+            unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "no heartbeat"}
+            core.patch_node_status(node, {"status": {"conditions": [unknown]}})
+            set_pod_failed(api, namespace, old.metadata.name, exit_code=137)
+            wait_for(lambda: _running(api, namespace, 2), timeout=90, what="attempt 2 runs")
+        record = _lease_spec(api, namespace)  # nobody took it (a stand-in does not): as the old driver left it
+        assert record.holder == old.metadata.name, f"the Lease was released or taken: {record}"
+        assert record.renew_time == holder.last_renewal
+        assert kubelet.live_seen == []

@@ -80,7 +80,7 @@ def test_rendered_pods_are_admitted_where_restricted_is_enforced(kube_api: ApiCl
     (network_policy,) = [obj for obj in manifests.attempt_objects(attempt) if obj["kind"] == "NetworkPolicy"]
     kube.create(_unowned(network_policy), dry_run=True)  # the API server takes the app's NetworkPolicy
     core = client.CoreV1Api(kube_api)
-    for pod in (manifests.driver_pod(attempt), _executor_pod(attempt)):
+    for pod in (manifests.driver_pod_manifest(attempt), _executor_pod(attempt)):
         core.create_namespaced_pod(restricted, _unowned(pod), dry_run="All")
 
     bare = _executor_pod(attempt)
@@ -127,7 +127,7 @@ def test_every_typed_field_renders_pods_the_api_server_admits_where_restricted_i
         if obj["kind"] == "ServiceAccount":
             kube.create(_unowned(obj))
     core = client.CoreV1Api(kube_api)
-    for pod in (manifests.driver_pod(attempt), _executor_pod(attempt)):
+    for pod in (manifests.driver_pod_manifest(attempt), _executor_pod(attempt)):
         created = core.create_namespaced_pod(restricted, _unowned(pod), dry_run="All")
         assert created.spec.security_context.run_as_user == 1000870000
         assert created.spec.tolerations[0].key == "nvidia.com/gpu"

@@ -1,6 +1,7 @@
 """Multi-node fixtures: one kind cluster (a control plane and two workers, podman containers each
-running systemd, containerd and a kubelet) per test session, through pytest-kind, shared by every
-module here; and a fresh namespace per test.
+running systemd, containerd and a kubelet) for the package, through pytest-kind, shared by every
+module here; Headrace on it (the images in its nodes, the operator installed by the chart), made once
+when a module first asks; and a fresh namespace per test.
 
 The node image and the cluster's life cycle live in `testbed.kind`; this file only wires them into
 pytest. Teardown deletes the cluster and fails the session if anything is left on the host.
@@ -13,12 +14,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from testbed.environment import Environment
 from testbed.kind.cluster import PodmanKindCluster, host_state, running_cluster
+from testbed.kind.headrace import headrace_on_kind
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodmanKindCluster]:
-    """The session's three-node cluster (overrides pytest-kind's single-node `kind_cluster`)."""
+    """The three-node cluster every module here shares (overrides pytest-kind's single-node `kind_cluster`); deleted
+    after the package, before the testbed's own tests start nodes of their own."""
     before = host_state()
     with running_cluster(tmp_path_factory.mktemp("kind")) as cluster:
         yield cluster
@@ -35,3 +39,10 @@ def kind_namespace(kind_cluster: PodmanKindCluster) -> Iterator[str]:
         yield name
     finally:
         kind_cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="package")
+def headrace(kind_cluster: PodmanKindCluster) -> Iterator[Environment]:
+    """The package's cluster with Headrace's images in its nodes and the operator installed (on the control plane)."""
+    with headrace_on_kind(kind_cluster) as target:
+        yield target

@@ -4,13 +4,14 @@ nodes, resolve cluster DNS, and NetworkPolicies (kube-router) are enforced."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
 
 from testbed.kind.cluster import PodmanKindCluster
 from testbed.kind.nodeimage import TOOLBOX_IMAGE
+
+from . import probes
 
 pytestmark = pytest.mark.e2e
 
@@ -41,11 +42,6 @@ def _pod(name: str, node: str, labels: dict[str, str]) -> dict[str, object]:
     }
 
 
-def _apply(cluster: PodmanKindCluster, namespace: str, *objects: dict[str, object]) -> None:
-    document = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(document))
-
-
 def _workers(cluster: PodmanKindCluster) -> list[str]:
     nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
     return sorted(
@@ -57,22 +53,7 @@ def _workers(cluster: PodmanKindCluster) -> list[str]:
 
 def _connect(cluster: PodmanKindCluster, namespace: str, client: str, address: str) -> str:
     """What the server at `address` answers the `client` pod ('' when it cannot connect within 3 s)."""
-    command = [
-        "exec",
-        "-n",
-        namespace,
-        client,
-        "--",
-        "socat",
-        "-t3",
-        "-T3",
-        "-",
-        f"TCP:{address}:{PORT},connect-timeout=3",
-    ]
-    try:
-        return cluster.kubectl(*command, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL).strip()
-    except subprocess.CalledProcessError:
-        return ""
+    return probes.connect(cluster, namespace, client, address, PORT)
 
 
 def _pod_ips(cluster: PodmanKindCluster, namespace: str) -> dict[str, str]:
@@ -93,7 +74,7 @@ def servers(kind_cluster: PodmanKindCluster, kind_namespace: str) -> dict[str, s
     """Socat server pods pinned to the workers: `a` and `c` (labelled `allowed`) on the first, `b` on the
     second; name -> node."""
     worker_a, worker_b = _workers(kind_cluster)
-    _apply(
+    probes.apply(
         kind_cluster,
         kind_namespace,
         _pod("a", worker_a, {"app": "probe", "side": "a"}),
@@ -156,7 +137,7 @@ def test_a_network_policy_blocks_what_it_does_not_allow(
             "ingress": [{"from": [{"podSelector": {"matchLabels": {"allowed": "yes"}}}]}],
         },
     }
-    _apply(kind_cluster, kind_namespace, policy)
+    probes.apply(kind_cluster, kind_namespace, policy)
     _until(lambda: _connect(kind_cluster, kind_namespace, "a", ips["b"]) == "", 60, "the policy blocks a -> b")
     # The same server still answers the pod the policy allows, on the same node as a.
     assert servers["c"] == servers["a"]

@@ -24,7 +24,7 @@ def test_a_setting_from_a_secret_reaches_the_users_spark_conf(tmp_path: Path) ->
     conf_dir.mkdir()
     (conf_dir / manifests.SPARK_DEFAULTS).write_text("spark.sql.session.timeZone UTC\n")
     env = {"SPARK_CONF_DIR": str(conf_dir), contract.ENV_MODE: "bounded"}
-    for variable in manifests.driver_pod(rendered)["spec"]["containers"][0]["env"]:
+    for variable in manifests.driver_pod_manifest(rendered)["spec"]["containers"][0]["env"]:
         if variable["name"].startswith("HEADRACE_SPARK_CONF_SECRET"):  # the kubelet resolves the secretKeyRef
             secret_ref = variable.get("valueFrom", {}).get("secretKeyRef")
             env[variable["name"]] = VALUE if secret_ref else variable["value"]

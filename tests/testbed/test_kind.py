@@ -110,3 +110,20 @@ def test_leftovers_name_only_what_appeared_since() -> None:
     after = cluster.HostState(containers, empty, frozenset({"podman"}), links, empty, empty)
     assert after.leftovers(before) == {"containers": ["headrace-worker"], "links": ["veth1"]}
     assert before.leftovers(before) == {}
+
+
+def test_every_node_mounts_the_shared_data_directory_and_silent_nodes_turn_unreachable_after_20_s() -> None:
+    config = yaml.safe_load(cluster.CLUSTER_CONFIG)
+    shared = {"hostPath": str(cluster.SHARED_DATA), "containerPath": str(cluster.SHARED_DATA)}
+    assert all(node["extraMounts"] == [shared] for node in config["nodes"])
+    patches = [yaml.safe_load(patch) for patch in config["kubeadmConfigPatches"]]
+    manager = next(patch for patch in patches if patch["kind"] == "ClusterConfiguration")["controllerManager"]
+    assert manager["extraArgs"] == {"node-monitor-grace-period": "20s"}
+
+
+def test_the_leak_check_watches_node_mounts_but_not_other_podman_users_overlays() -> None:
+    assert cluster._cluster_mount("/run/netns/netns-1234")
+    assert cluster._cluster_mount("/var/lib/containers/storage/volumes/abc/_data")
+    assert not cluster._cluster_mount("/var/lib/containers/storage/overlay")
+    assert not cluster._cluster_mount("/var/lib/containers/storage/overlay/0a1b/merged")
+    assert not cluster._cluster_mount("/proc")

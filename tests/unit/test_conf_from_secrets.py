@@ -104,7 +104,7 @@ def test_a_refused_spec_starts_no_driver_and_its_error_holds_no_value() -> None:
 def test_settings_from_secrets_render_as_secret_references_on_the_driver_only() -> None:
     refs = {"spark.ssl.keyPassword": {"name": "tls", "key": "pw"}, "spark.sql.catalog.lake.token": REF}
     rendered = attempt(sparkConfFromSecrets=refs)
-    env = {item["name"]: item for item in manifests.driver_pod(rendered)["spec"]["containers"][0]["env"]}
+    env = {item["name"]: item for item in manifests.driver_pod_manifest(rendered)["spec"]["containers"][0]["env"]}
     variables = json.loads(env[contract.ENV_SPARK_CONF_SECRETS]["value"])
     assert variables == {
         "spark.sql.catalog.lake.token": "HEADRACE_SPARK_CONF_SECRET_0",
@@ -125,7 +125,7 @@ def test_a_stored_spec_that_bypassed_validation_copies_no_secret_and_no_owned_ke
         sparkConf={"spark.ssl.keyPassword": "hunter2"}, sparkConfFromSecrets={"spark.master": REF, "spark.ok": REF}
     )
     assert "hunter2" not in json.dumps(manifests.attempt_objects(rendered))
-    env = {item["name"]: item for item in manifests.driver_pod(rendered)["spec"]["containers"][0]["env"]}
+    env = {item["name"]: item for item in manifests.driver_pod_manifest(rendered)["spec"]["containers"][0]["env"]}
     assert json.loads(env[contract.ENV_SPARK_CONF_SECRETS]["value"]) == {"spark.ok": "HEADRACE_SPARK_CONF_SECRET_0"}
 
 

@@ -146,3 +146,20 @@ def test_a_node_is_read_at_most_every_few_seconds_and_a_missing_one_is_lost() ->
     now[0] = REFRESH_SECONDS
     nodes.draining(["worker-1"])
     assert reads == ["worker-1", "worker-2", "worker-1"]
+
+
+def test_whether_a_node_is_ready_is_read_afresh_and_an_unreadable_one_is_not() -> None:
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    unknown = {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    answers: dict[str, dict[str, object] | None] = {"worker-1": ready, "worker-2": None}
+
+    def read(name: str) -> dict[str, object] | None:
+        if name == "worker-3":
+            raise PermissionError("nodes is forbidden")
+        return answers[name]
+
+    nodes = NodeStates(read, clock=lambda: 0.0)
+    assert nodes.ready(["worker-1", "worker-2", "worker-3"]) == {"worker-1"}  # gone, unreadable: not Ready
+    assert nodes.draining(["worker-1"]) == frozenset()  # remembered for drains...
+    answers["worker-1"] = unknown
+    assert nodes.ready(["worker-1"]) == frozenset()  # ...but Ready is read again: lost a moment ago

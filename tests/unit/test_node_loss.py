@@ -8,7 +8,7 @@ from dataclasses import replace
 from headrace.api.models import StreamingAppStatus
 from headrace.core import fence
 from headrace.core.observation import DriverLease, DriverPod, Observation
-from headrace.core.plan import DeletePod, EnsureDriver
+from headrace.core.plan import DeletePod, EnsureDriver, ReleaseDriverLease
 from headrace.core.planner import decide
 
 from .builders import T0, later, pod, seen, view
@@ -96,3 +96,26 @@ def test_while_the_fence_waits_the_app_says_for_what() -> None:
     assert progressing.reason == fence.WAITING and "worker-1" in progressing.message
     again = decide(view(status=plan.status), replace(renewed, lease=_lease(305)), later(306))
     assert again.status == plan.status  # the same words: no status write while it waits
+
+
+def _killed(**fields: object) -> DriverPod:
+    """OLD, killed outright (SIGKILL, OOM): the kubelet reports it Failed, its container terminated."""
+    killed = replace(OLD, phase="Failed", reason="Error", exit_code=137, running_since=None, writer=False)
+    return replace(killed, **{"containers_terminated": True, "node_ready": True, **fields})  # type: ignore[arg-type]
+
+
+def test_a_killed_drivers_lease_is_released_with_its_pods_deletion_so_the_next_driver_need_not_wait() -> None:
+    status = _running()
+    killed = _killed()
+    plan = decide(view(status=status), Observation(drivers=(killed,), lease=_lease(1)), later(2))
+    assert [action.holder for action in plan.actions if isinstance(action, ReleaseDriverLease)] == [OLD.name]
+    assert DeletePod(name=OLD.name, reason="replaced by a new attempt", keep_log=True) in plan.actions
+    started = decide(view(status=plan.status), Observation(lease=_lease(2, None)), later(3))
+    (ensure,) = [action for action in started.actions if isinstance(action, EnsureDriver)]
+    assert (ensure.attempt, ensure.check_only) == (2, False)
+
+
+def test_a_killed_driver_on_a_node_not_ready_keeps_its_lease_until_it_expires() -> None:
+    status = _running()
+    plan = decide(view(status=status), Observation(drivers=(_killed(node_ready=False),), lease=_lease(1)), later(2))
+    assert not [action for action in plan.actions if isinstance(action, ReleaseDriverLease)]

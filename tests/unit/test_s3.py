@@ -37,7 +37,7 @@ def test_s3_settings_become_s3a_conf_and_credentials_secret_refs_in_driver_and_e
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
     assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"] == identity.PROVIDERS["secret"]
-    driver = manifests.driver_pod(attempt)["spec"]["containers"][0]
+    driver = manifests.driver_pod_manifest(attempt)["spec"]["containers"][0]
     executor = manifests.executor_pod_template(attempt)["spec"]["containers"][0]
     for container in (driver, executor):
         env = _env(container)
@@ -52,7 +52,7 @@ def test_https_endpoint_keeps_tls_and_no_secret_leaves_the_default_chain() -> No
     assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"
     assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in conf
-    driver = manifests.driver_pod(make_attempt(state__s3={"region": "eu-west-1"}))["spec"]["containers"][0]
+    driver = manifests.driver_pod_manifest(make_attempt(state__s3={"region": "eu-west-1"}))["spec"]["containers"][0]
     assert "AWS_ACCESS_KEY_ID" not in _env(driver)
 
 

@@ -20,10 +20,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import models, names
-from headrace.core.election import StoredLease, lease_record
+from headrace.core.election import StoredLease, lease_record, lease_spec
+from headrace.core.election import release as released_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
+LOG_TIMEOUT_SECONDS = 10.0  # reading an ended driver's log tail from its kubelet
 
 
 class Conflict(Exception):
@@ -160,6 +162,34 @@ class KubeClient:
             )
         )
 
+    def set_app_finalizer(self, body: dict[str, Any], finalizer: str, *, present: bool) -> dict[str, Any] | None:
+        """Add or remove one finalizer of an app, guarded by the body's resourceVersion (others' finalizers stay);
+        returns the app (None: gone)."""
+        metadata = body["metadata"]
+        current = list(metadata.get("finalizers") or [])
+        wanted = [item for item in current if item != finalizer] + ([finalizer] if present else [])
+        patch = {"metadata": {"finalizers": wanted or None, "resourceVersion": metadata.get("resourceVersion")}}
+        try:
+            return cast(
+                dict[str, Any],
+                _json(
+                    self.custom.patch_namespaced_custom_object(
+                        models.GROUP,
+                        models.VERSION,
+                        metadata["namespace"],
+                        models.APP_PLURAL,
+                        metadata["name"],
+                        patch,
+                        _preload_content=False,
+                    )
+                ),
+            )
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                raise Conflict(str(error.reason)) from error
+            _ignore(HTTP_NOT_FOUND, error)
+            return None
+
     def scale_app(self, namespace: str, name: str, replicas: int) -> None:
         """Set the executors through the scale subresource (as kubectl scale, HPA and KEDA do)."""
         release(
@@ -277,6 +307,53 @@ class KubeClient:
             return None
         return StoredLease(lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
+    def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
+        """Release a Lease that `holder` still holds (its record as the holder's own release writes it), over the
+        version just read: a Lease renewed, taken or released meanwhile is left alone. True when released."""
+        stored = self.read_lease(namespace, name)
+        record = released_record(stored.record, holder, now) if stored is not None else None
+        if stored is None or record is None:
+            return False
+        metadata = {"name": name, "namespace": namespace, "resourceVersion": stored.resource_version}
+        spec = lease_spec(record)
+        body: Any = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+        try:
+            release(self.coordination.replace_namespaced_lease(name, namespace, body, _preload_content=False))
+        except ApiException as error:
+            if error.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+                raise
+            return False
+        return True
+
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str | None:
+        """The last `lines` lines of a container's log (None when the pod or its log is gone)."""
+        try:
+            text = self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=lines, _request_timeout=LOG_TIMEOUT_SECONDS
+            )
+        except ApiException as error:
+            if error.status in (HTTP_NOT_FOUND, 400):  # 400: the container never started, its log does not exist
+                return None
+            raise
+        return str(text)
+
+    def put_config_map(self, config_map: dict[str, Any]) -> None:
+        """Create a ConfigMap, or replace the one of that name (its whole data)."""
+        metadata = config_map["metadata"]
+        try:
+            release(
+                self.core.create_namespaced_config_map(
+                    metadata["namespace"], cast(Any, config_map), _preload_content=False
+                )
+            )
+        except ApiException as error:
+            _ignore(HTTP_CONFLICT, error)
+            release(
+                self.core.replace_namespaced_config_map(
+                    metadata["name"], metadata["namespace"], cast(Any, config_map), _preload_content=False
+                )
+            )
+
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         """Add labels to a pod; the pod as stored, None when it is gone."""
         patch = {"metadata": {"labels": labels}}
@@ -314,7 +391,29 @@ class KubeClient:
             _ignore(HTTP_CONFLICT, error)
             if obj["kind"] == "ServiceAccount" and not dry_run:
                 self._set_account_metadata(obj)
+            if obj["kind"] == "NetworkPolicy" and not dry_run:
+                self._set_policy_spec(obj)
             return None
+
+    def _set_policy_spec(self, policy: dict[str, Any]) -> None:
+        """An existing NetworkPolicy the app owns gets the spec rendered now (the admin's admitted namespaces,
+        HEADRACE_METRICS_NAMESPACES and HEADRACE_UI_NAMESPACES, may have changed): one JSON patch whose first
+        operation tests the owner's uid, so a policy of the same name that the app does not own is left alone."""
+        metadata = policy["metadata"]
+        owners = metadata.get("ownerReferences") or [{}]
+        patch = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": owners[0].get("uid")},
+            {"op": "replace", "path": "/spec", "value": policy["spec"]},
+        ]
+        try:
+            release(
+                self.networking.patch_namespaced_network_policy(
+                    metadata["name"], metadata["namespace"], patch, _preload_content=False
+                )
+            )
+        except ApiException as error:
+            if error.status not in (*HTTP_REFUSED, HTTP_NOT_FOUND):
+                raise
 
     def _set_account_metadata(self, account: dict[str, Any]) -> None:
         """An existing ServiceAccount the app owns gets the labels and annotations rendered now, as a whole (the

@@ -458,6 +458,25 @@ class SavepointPolicy(Model):
         ),
         change(ChangeKind.IGNORE),
     ] = False
+    onDeletion: Annotated[
+        bool,
+        Field(
+            description="Deleting the app first stops its running driver with a final savepoint (a "
+            "StreamingSavepoint with reason deletion, which outlives the app: restore it with restoreFrom). The app "
+            "carries the finalizer headrace.dev/final-savepoint meanwhile, released when the savepoint is taken, "
+            "fails, or cannot be taken (no running driver), and at the latest after onDeletionTimeout. Needs "
+            "state.savepointDir."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = False
+    onDeletionTimeout: Annotated[
+        Duration,
+        Field(
+            description="How long a deletion waits for its final savepoint (spec.savepoints.onDeletion) before the "
+            "app goes without one (a Warning event FinalSavepointTimedOut says so)."
+        ),
+        change(ChangeKind.IGNORE),
+    ] = "5m"
 
 
 class RestoreFrom(Model):
@@ -880,7 +899,7 @@ class RestartStatus(Model):
     )
 
 
-SavepointReason = Literal["manual", "periodic", "upgrade", "suspend", "import"]
+SavepointReason = Literal["manual", "periodic", "upgrade", "suspend", "import", "deletion"]
 """Why a savepoint exists (StreamingSavepoint spec.reason)."""
 
 
@@ -955,6 +974,13 @@ class Suspending(ThroughSavepoint):
     kind: Literal["Suspend"] = "Suspend"
 
 
+class DeletingWithSavepoint(ThroughSavepoint):
+    """The app is being deleted with spec.savepoints.onDeletion: the driver stops with a final savepoint, then the
+    app's finalizer is released."""
+
+    kind: Literal["Delete"] = "Delete"
+
+
 class PrewarmUpgrade(Operation):
     """A pre-warmed upgrade: the new spec's driver warms up as a standby while the running one keeps processing."""
 
@@ -969,7 +995,7 @@ class PrewarmUpgrade(Operation):
     )
 
 
-SavepointOperation = TakingSavepoint | SavepointUpgrade | Suspending
+SavepointOperation = TakingSavepoint | SavepointUpgrade | Suspending | DeletingWithSavepoint
 
 
 def _log_tag(value: Any) -> str | None:
@@ -986,6 +1012,7 @@ PendingOperation = Annotated[
     | Annotated[TakingSavepoint, Tag("Savepoint/TakeSavepoint")]
     | Annotated[SavepointUpgrade, Tag("Upgrade/TakeSavepoint")]
     | Annotated[Suspending, Tag("Suspend/TakeSavepoint")]
+    | Annotated[DeletingWithSavepoint, Tag("Delete/TakeSavepoint")]
     | Annotated[PrewarmUpgrade, Tag("Upgrade/Prewarm")],
     Discriminator(
         _log_tag,
@@ -1131,14 +1158,19 @@ class StreamingAppStatus(Model):
         return migrate_pending_operation(value)
 
 
-class StreamingApp(Model):
-    """A streaming job managed by Headrace."""
+class Resource(Model):
+    """What every Headrace resource has beside its kind, spec and status (unknown top-level fields ignored)."""
 
     model_config = ConfigDict(extra="ignore")
 
     apiVersion: Literal["headrace.dev/v1alpha1"] = API_VERSION
-    kind: Literal["StreamingApp"] = APP_KIND
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StreamingApp(Resource):
+    """A streaming job managed by Headrace."""
+
+    kind: Literal["StreamingApp"] = APP_KIND
     spec: StreamingAppSpec
     status: StreamingAppStatus = Field(default_factory=StreamingAppStatus)
 
@@ -1182,13 +1214,9 @@ class StreamingSavepointStatus(Model):
     observedGeneration: int | None = None
 
 
-class StreamingSavepoint(Model):
+class StreamingSavepoint(Resource):
     """A savepoint as its own resource."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    apiVersion: Literal["headrace.dev/v1alpha1"] = API_VERSION
     kind: Literal["StreamingSavepoint"] = SAVEPOINT_KIND
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: StreamingSavepointSpec
     status: StreamingSavepointStatus = Field(default_factory=StreamingSavepointStatus)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 # --- status.pendingOperation (the write-ahead log) -----------------------------------------------
-SavepointOperationKind = Literal["Savepoint", "Upgrade", "Suspend"]
-"""Operations that go through a savepoint (Upgrade and Suspend stop the driver with it). Each entry of the log,
+SavepointOperationKind = Literal["Savepoint", "Upgrade", "Suspend", "Delete"]
+"""Operations that go through a savepoint (Upgrade, Suspend and Delete, the final savepoint of a deleted app, stop
+the driver with it). Each entry of the log,
 with its kind and step, is a model of `headrace.api.models` (`PendingOperation`)."""
 
 SAVEPOINT_OPERATIONS: tuple[SavepointOperationKind, ...] = get_args(SavepointOperationKind)

@@ -98,7 +98,7 @@ class LeaderElector:
             record = stored.record if stored else None
             if self._seen_at is None or record != self._seen:
                 self._seen, self._seen_at = record, now
-            decision = election.decide(record, self._seen_at, self.config.identity, now, self.config.lease_seconds)
+            decision = election.next_write(record, self._seen_at, self.config.identity, now, self.config.lease_seconds)
             if decision.record is None:
                 return False
             if stored is None:

@@ -2,8 +2,8 @@
 
 Owns the series and what is remembered between reconciliations only to fill them (each app's phase,
 its lifecycle transition underway); which transition ended, and when it began, is decided in
-`headrace.core.transitions`. The per-app series (restarts and failures at start of each app, while the app exists;
-the last batch age, only while it runs) have the labels namespace and app alone: one series per app, removed with it.
+`headrace.core.transitions`. The per-app series (`APP_SERIES`, their values from `headrace.core.app_signals`)
+have the labels namespace and app alone: one series per app and metric, removed with the app.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from headrace.api.models import Phase, StreamingAppStatus, StreamingSavepointSpe
 from headrace.api.vocabulary import RESTART_REASON_LABELS, RestartReasonLabel
 from headrace.controller.workqueue import Lane
 from headrace.core import transitions
+from headrace.core.app_signals import AppSignals
 from headrace.core.plan import Action, EventType, Started
 from headrace.core.restarts import restart_begun
 
@@ -31,6 +32,41 @@ SAVEPOINT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 6
 QUEUE_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 QUEUE_LANES: tuple[Lane, ...] = get_args(Lane)
 TRANSITION_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+# The per-app series: AppSignals field -> (metric, help). Labels namespace and app only: one series per app and metric,
+# removed with the app (and the optional ones while the app has no such reading). docs/metrics.md lists them.
+APP_SERIES: dict[str, tuple[str, str]] = {
+    "restarts": (
+        "headrace_app_restarts",
+        "Driver restarts of the app so far (status.restarts.total), as of its last reconciliation.",
+    ),
+    "startup_failures": (
+        "headrace_app_startup_failures",
+        "Attempts of the app in a row that failed before their first committed batch "
+        "(status.restarts.startupFailures); Degraded StartupFailing from restartPolicy.startupFailureThreshold on.",
+    ),
+    "failed": ("headrace_app_failed", "1 while the app is phase Failed (it gave up restarting), else 0."),
+    "degraded": ("headrace_app_degraded", "1 while the app's Degraded condition is True, else 0."),
+    "last_batch_age": (
+        "headrace_app_last_batch_age_seconds",
+        "Seconds since the running driver last committed a batch, as of the app's last reconciliation.",
+    ),
+    "source_backlog": (
+        "headrace_app_source_backlog",
+        "Input waiting in the app's sources (status.progress.sourceBacklog: Kafka offsets), while its driver runs "
+        "and its sources report it.",
+    ),
+    "last_savepoint_age": (
+        "headrace_app_last_savepoint_age_seconds",
+        "Seconds since the app's latest savepoint (status.latestSavepoint.time), while its driver runs.",
+    ),
+    "recommended_executors": (
+        "headrace_app_autoscaler_recommended_executors",
+        "Executors the autoscaler would give the app (spec.autoscaler.mode passive: status.autoscaler.executors), "
+        "as of its last reconciliation; absent without a recommendation.",
+    ),
+}
 
 
 def restart_reason_label(reason: str | None) -> RestartReasonLabel:
@@ -95,32 +131,10 @@ class OperatorMetrics:
             buckets=TRANSITION_BUCKETS,
             registry=self.registry,
         )
-        self.last_batch_age = Gauge(
-            "headrace_app_last_batch_age_seconds",
-            "Seconds since the running driver last committed a batch, as of the app's last reconciliation.",
-            ["namespace", "app"],
-            registry=self.registry,
-        )
-        self.app_restarts = Gauge(
-            "headrace_app_restarts",
-            "Driver restarts of the app so far (status.restarts.total), as of its last reconciliation.",
-            ["namespace", "app"],
-            registry=self.registry,
-        )
-        self.app_autoscaler_executors = Gauge(
-            "headrace_app_autoscaler_recommended_executors",
-            "Executors the autoscaler would give the app (spec.autoscaler.mode passive: status.autoscaler.executors), "
-            "as of its last reconciliation; absent without a recommendation.",
-            ["namespace", "app"],
-            registry=self.registry,
-        )
-        self.app_startup_failures = Gauge(
-            "headrace_app_startup_failures",
-            "Attempts of the app in a row that failed before their first committed batch "
-            "(status.restarts.startupFailures); Degraded StartupFailing from restartPolicy.startupFailureThreshold on.",
-            ["namespace", "app"],
-            registry=self.registry,
-        )
+        per_app = ["namespace", "app"]
+        self.app_series: dict[str, Gauge] = {
+            name: Gauge(metric, text, per_app, registry=self.registry) for name, (metric, text) in APP_SERIES.items()
+        }
         for trigger in SAVEPOINT_TRIGGERS:
             self.savepoint_seconds.labels(trigger)
             for savepoint_result in SAVEPOINT_RESULTS:
@@ -140,9 +154,7 @@ class OperatorMetrics:
         for event_type in EVENT_TYPES:
             self.events.labels(event_type)
         self._phases: dict[tuple[str, str], str] = {}
-        self._aged: set[tuple[str, str]] = set()
-        self._known: set[tuple[str, str]] = set()  # apps with per-app series
-        self._recommended: set[tuple[str, str]] = set()  # apps with an autoscaler recommendation
+        self._present: dict[str, set[tuple[str, str]]] = {name: set() for name in APP_SERIES}  # apps with the series
         self._underway: dict[tuple[str, str], transitions.Underway] = {}
 
     def record_queue_wait(self, lane: Lane, seconds: float) -> None:
@@ -184,35 +196,22 @@ class OperatorMetrics:
             self._underway[key] = moved.underway
         if moved.ended is not None:
             self.transition_seconds.labels(moved.ended.transition).observe(moved.ended.seconds)
-        self._record_last_batch_age(key, transitions.last_batch_age(new, now))
-        self.app_restarts.labels(*key).set(new.restarts.total)
-        self.app_startup_failures.labels(*key).set(new.restarts.startupFailures)
-        self._record_recommendation(key, new.autoscaler.executors if new.autoscaler is not None else None)
-        self._known.add(key)
+        self._record_app(key, AppSignals.of(new, now))
 
     def forget_app(self, key: tuple[str, str]) -> None:
         """The app is gone: drop its phase, its transition underway and its series."""
         self.record_phase(key, None)
         self._underway.pop(key, None)
-        self._record_last_batch_age(key, None)
-        if key in self._known:
-            self._known.discard(key)
-            self.app_restarts.remove(*key)
-            self.app_startup_failures.remove(*key)
-        self._record_recommendation(key, None)
+        self._record_app(key, None)
 
-    def _record_recommendation(self, key: tuple[str, str], executors: int | None) -> None:
-        if executors is not None:
-            self.app_autoscaler_executors.labels(*key).set(executors)
-            self._recommended.add(key)
-        elif key in self._recommended:
-            self._recommended.discard(key)
-            self.app_autoscaler_executors.remove(*key)
-
-    def _record_last_batch_age(self, key: tuple[str, str], age: float | None) -> None:
-        if age is not None:
-            self.last_batch_age.labels(*key).set(age)
-            self._aged.add(key)
-        elif key in self._aged:
-            self._aged.discard(key)
-            self.last_batch_age.remove(*key)
+    def _record_app(self, key: tuple[str, str], signals: AppSignals | None) -> None:
+        """Set the app's series to `signals` (None: the app is gone); a None value removes its series."""
+        for name, gauge in self.app_series.items():
+            reading: float | None = getattr(signals, name) if signals is not None else None
+            present = self._present[name]
+            if reading is not None:
+                gauge.labels(*key).set(reading)
+                present.add(key)
+            elif key in present:
+                present.discard(key)
+                gauge.remove(*key)

@@ -1,12 +1,14 @@
-"""What the nodes the apps' pods run on say: being drained (for `headrace.core.drain`), or lost (not Ready, for
-`headrace.core.executors`).
+"""What the nodes the apps' pods run on say: being drained (for `headrace.core.drain`), lost (not Ready, for
+`headrace.core.executors`), or Ready (for `headrace.core.fence.release_dead`).
 
-Owns: reading a Node (one GET) at most every REFRESH_SECONDS per node, whatever number of apps ask about it, and
-telling from it whether it is being emptied (cordoned, or tainted for removal: `core.drain.draining`) and whether it
-is lost (its Ready condition is not True, or it carries the unreachable taint). A node that cannot be read (the
-operator may not read Nodes) counts as neither: the app keeps running where it is, and the eviction guard (the
-PodDisruptionBudget) still holds a drain back; a node that is gone counts as lost. Only the nodes of running drivers,
-and of executors being deleted, are asked about.
+Owns: reading a Node (one GET) at most every REFRESH_SECONDS per node, whatever number of apps ask about it (but
+for Ready, read afresh each time it is asked, only for the nodes of ended drivers), and
+telling from it whether it is being emptied (cordoned, or tainted for removal: `core.drain.draining`), whether it
+is lost (its Ready condition is not True, or it carries the unreachable taint), and whether it is Ready (read and
+not lost). A node that cannot be read (the operator may not read Nodes) counts as neither draining nor lost: the app
+keeps running where it is, and the eviction guard (the PodDisruptionBudget) still holds a drain back; nor as Ready:
+a dead driver's Lease then expires as before. A node that is gone counts as lost. Only the nodes of running drivers,
+of ended Lease-guarded drivers, and of executors being deleted, are asked about.
 Never: decides what moves (the planner does) or writes a Node.
 """
 
@@ -30,6 +32,7 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 class NodeState:
     draining: bool = False
     lost: bool = False
+    ready: bool = False  # read, Ready and not unreachable (a node that could not be read is not)
 
 
 def node_draining(node: dict[str, Any]) -> bool:
@@ -68,11 +71,16 @@ class NodeStates:
         """Which of `nodes` are lost (not Ready, or gone)."""
         return frozenset(node for node in nodes if self.state(node).lost)
 
-    def state(self, node: str) -> NodeState:
+    def ready(self, nodes: Iterable[str]) -> frozenset[str]:
+        """Which of `nodes` are Ready (and not unreachable) now: read afresh, never from the memory (a node lost
+        since the last read must not count as Ready: its Ready decides a Lease's release)."""
+        return frozenset(node for node in nodes if self.state(node, fresh=True).ready)
+
+    def state(self, node: str, *, fresh: bool = False) -> NodeState:
         now = self._clock()
         with self._lock:
             known = self._known.get(node)
-        if known is not None and now - known[0] < REFRESH_SECONDS:
+        if known is not None and now - known[0] < REFRESH_SECONDS and not fresh:
             return known[1]
         try:
             body = self._read(node)
@@ -84,7 +92,8 @@ class NodeStates:
                 )
             state = NodeState()
         else:
-            state = NodeState(lost=True) if body is None else NodeState(node_draining(body), node_lost(body))
+            lost = body is None or node_lost(body)
+            state = NodeState(draining=body is not None and node_draining(body), lost=lost, ready=not lost)
         with self._lock:
             self._known[node] = (now, state)
             if len(self._known) > 10_000:  # nodes come and go

@@ -40,6 +40,12 @@ def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _all_terminated(pod: dict[str, Any]) -> bool:
+    """Whether the pod's kubelet reports every container (at least one) terminated."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and all("terminated" in (item.get("state") or {}) for item in statuses)
+
+
 def _running_since(pod: dict[str, Any]) -> str | None:
     for container in pod.get("status", {}).get("containerStatuses") or []:
         running = (container.get("state") or {}).get("running")
@@ -75,8 +81,11 @@ def serves_control_tls(pod: dict[str, Any]) -> bool:
     return any(volume.get("name") == names.CONTROL_TLS_VOLUME for volume in spec.get("volumes") or [])
 
 
-def read_driver_pod(pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset()) -> DriverPod | None:
-    """One driver pod as the planner sees it (None if it lacks Headrace's labels)."""
+def read_driver_pod(
+    pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset(), ready_nodes: frozenset[str] = frozenset()
+) -> DriverPod | None:
+    """One driver pod as the planner sees it (None if it lacks Headrace's labels); `ready_nodes`: the nodes read
+    Ready (asked about only for the pods `ended_nodes` names)."""
     metadata = pod.get("metadata", {})
     labels = metadata.get("labels") or {}
     try:
@@ -119,6 +128,8 @@ def read_driver_pod(pod: dict[str, Any], draining_nodes: frozenset[str] = frozen
         node=(pod.get("spec") or {}).get("nodeName"),
         node_draining=(pod.get("spec") or {}).get("nodeName") in draining_nodes,
         writer=labels.get(names.WRITER) == "true",
+        containers_terminated=_all_terminated(pod),
+        node_ready=(pod.get("spec") or {}).get("nodeName") in ready_nodes,
     )
 
 
@@ -284,9 +295,12 @@ def observe(
     prewarmed_status: contract.StatusDocument | None = None,
     lease: DriverLease | None = None,
     draining_nodes: frozenset[str] = frozenset(),
+    ready_nodes: frozenset[str] = frozenset(),
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
-    drivers = tuple(pod for pod in (read_driver_pod(item, draining_nodes) for item in pods) if pod is not None)
+    drivers = tuple(
+        pod for pod in (read_driver_pod(item, draining_nodes, ready_nodes) for item in pods) if pod is not None
+    )
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
         savepoints=tuple(read_savepoint_resource(item) for item in savepoints or []),
@@ -330,12 +344,29 @@ def running_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
     )
 
 
+def _ended_guarded(pod: dict[str, Any]) -> bool:
+    """A driver created with the Lease whose pod ended with every container terminated: it may hold the Lease."""
+    ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return ended and lease_guarded(pod) and _all_terminated(pod)
+
+
+def ended_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
+    """The nodes of the app's ended Lease-guarded driver pods: whether they are Ready decides if the kubelet's
+    report of their death is a proof (`headrace.core.fence.release_dead`)."""
+    return frozenset(node for pod in pods if _ended_guarded(pod) and (node := (pod.get("spec") or {}).get("nodeName")))
+
+
 def lease_wanted(pods: list[dict[str, Any]], *, unanswered: bool) -> bool:
     """Whether the planner needs the app's driver Lease: a driver created with it is stuck deleting (not yet
-    terminated), or the current driver did not answer (its Lease may tell that it stopped)."""
+    terminated), or ended (its Lease may be released at once), or the current driver did not answer (its Lease may
+    tell that it stopped)."""
     if unanswered:
         return True
-    return any(pod["metadata"].get("deletionTimestamp") and lease_guarded(pod) and not _terminated(pod) for pod in pods)
+    return any(
+        (pod["metadata"].get("deletionTimestamp") and lease_guarded(pod) and not _terminated(pod))
+        or _ended_guarded(pod)
+        for pod in pods
+    )
 
 
 def app_view(body: dict[str, Any]) -> AppView:
@@ -362,6 +393,8 @@ def app_view(body: dict[str, Any]) -> AppView:
         status=status,
         parse_problems=problems,
         status_problems=status_problems,
+        deleting_since=parse_time(stamp) if (stamp := metadata.get("deletionTimestamp")) else None,
+        final_savepoint_finalizer=names.FINAL_SAVEPOINT_FINALIZER in (metadata.get("finalizers") or ()),
     )
 
 

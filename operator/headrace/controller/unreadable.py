@@ -21,7 +21,9 @@ logger = logging.getLogger(__name__)
 
 def hold_app(kube: KubeClient, recorder: StatusRecorder, body: dict[str, Any], view: AppView, now: datetime) -> None:
     """Say why nothing happens for this app; touch nothing else."""
-    held = unreadable.hold((body.get("status") or {}).get("conditions"), view.status_problems, view.generation, now)
+    held = unreadable.hold_conditions(
+        (body.get("status") or {}).get("conditions"), view.status_problems, view.generation, now
+    )
     metadata = body["metadata"]
     logger.warning("holding %s/%s: %s", metadata["namespace"], metadata["name"], held.conditions[-1]["message"])
     recorder.unreadable_conditions(body, held.conditions)

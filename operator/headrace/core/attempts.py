@@ -110,6 +110,7 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
             builder.actions.append(ensure(spec, run, expected_commits(builder), check_only=True))
         delete_pods(builder, others, "replaced by a new attempt")
         fence.force_stuck(builder, others, observation.lease)  # a lost node's pod: gone once its Lease proves it
+        fence.release_dead(builder, others, observation.lease)  # a dead driver's Lease: the next takes it at once
         builder.requeue(FENCE_POLL_SECONDS)
         return
     if missing and spec is not None:
@@ -219,11 +220,12 @@ def may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:
 
 
 def delete_pods(builder: Builder, pods: tuple[DriverPod, ...], reason: str) -> None:
-    """Delete pods that are not already being deleted (nor planned to be, perhaps with a shorter grace)."""
+    """Delete pods that are not already being deleted (nor planned to be, perhaps with a shorter grace); the log of
+    a driver that has ended (a failed or stopped attempt) is kept first."""
     planned = {action.name for action in builder.actions if isinstance(action, DeletePod)}
     for pod in pods:
         if not pod.deleting and pod.name not in planned:
-            builder.actions.append(DeletePod(name=pod.name, reason=reason))
+            builder.actions.append(DeletePod(name=pod.name, reason=reason, keep_log=pod.terminated))
 
 
 def fence_strays(

@@ -35,7 +35,7 @@ from headrace.core.validation import app_cores, app_memory_mib
 HOUR = timedelta(hours=1)
 RECENT_SHARE = 1 / 3  # the input rate is the higher of the window's and of its last third's
 
-Action = Literal["hold", "scale", "repartition"]
+ScalingAction = Literal["hold", "scale", "repartition"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class AutoscalerMemory:
 class Decision:
     """What to do now and why: `reason` is a CamelCase word (for Events and metrics), `message` a sentence."""
 
-    action: Action
+    action: ScalingAction
     executors: int  # the size to have (the current one for hold)
     reason: str
     message: str
@@ -224,7 +224,7 @@ class _Situation:
         return _hold(reason, message, self.current, self.utilization, needed)
 
 
-def decide(
+def decide_scaling(
     spec: StreamingAppSpec, memory: AutoscalerMemory, signals: Signals, now: datetime
 ) -> tuple[Decision, AutoscalerMemory]:
     """The decision now and the memory for the next call (pure: the same inputs give the same answer)."""
@@ -519,7 +519,7 @@ def recommend(  # noqa: PLR0917 - the decision's inputs, as the planner has them
         stateful=progress.stateful,
         back_to_back=progress.back_to_back,
     )
-    decision, memory = decide(spec, _memory_of(previous, spec_key), signals, now)
+    decision, memory = decide_scaling(spec, _memory_of(previous, spec_key), signals, now)
     target = previous.target if previous is not None and spec.autoscaler.mode == "active" else None
     if acted(spec, decision):
         target = decision.executors

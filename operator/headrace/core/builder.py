@@ -32,6 +32,8 @@ class AppView:
     parse_problems: tuple[Problem, ...] = ()
     policy: TenantPolicy = DEFAULT_POLICY  # what the cluster's admin lets the app's pods ask for
     status_problems: tuple[Problem, ...] = ()  # the status does not parse: `status` is a placeholder, never act
+    deleting_since: datetime | None = None  # metadata.deletionTimestamp: the app is being deleted
+    final_savepoint_finalizer: bool = False  # it carries headrace.dev/final-savepoint (spec.savepoints.onDeletion)
 
 
 def spec_json(spec: StreamingAppSpec) -> str:

@@ -41,7 +41,7 @@ class StoredLease:
     resource_version: str
 
 
-class Action(enum.Enum):
+class LeaseWrite(enum.Enum):
     """What to write to the Lease."""
 
     CREATE = "create"
@@ -54,13 +54,13 @@ class Action(enum.Enum):
 class Decision:
     """The write to make (none for WAIT); the candidate leads once that write is stored."""
 
-    action: Action
+    action: LeaseWrite
     record: LeaseRecord | None
 
     @property
     def leads(self) -> bool:
         """Whether this candidate leads once the write succeeds (a 409 means it lost the race)."""
-        return self.action is not Action.WAIT
+        return self.action is not LeaseWrite.WAIT
 
 
 def expired(observed: LeaseRecord, observed_at: datetime, now: datetime) -> bool:
@@ -68,21 +68,21 @@ def expired(observed: LeaseRecord, observed_at: datetime, now: datetime) -> bool
     return now >= observed_at + timedelta(seconds=observed.lease_seconds)
 
 
-def decide(
+def next_write(
     observed: LeaseRecord | None, observed_at: datetime, identity: str, now: datetime, lease_seconds: int
 ) -> Decision:
     """What this candidate writes, given the Lease it observed and when it first saw that version."""
     mine = LeaseRecord(holder=identity, lease_seconds=lease_seconds, acquire_time=now, renew_time=now)
     if observed is None:
-        return Decision(Action.CREATE, mine)
+        return Decision(LeaseWrite.CREATE, mine)
     if observed.holder == identity:
         renewed = replace(
             observed, lease_seconds=lease_seconds, renew_time=now, acquire_time=observed.acquire_time or now
         )
-        return Decision(Action.RENEW, renewed)
+        return Decision(LeaseWrite.RENEW, renewed)
     if not observed.holder or expired(observed, observed_at, now):
-        return Decision(Action.ACQUIRE, replace(mine, transitions=observed.transitions + 1))
-    return Decision(Action.WAIT, None)
+        return Decision(LeaseWrite.ACQUIRE, replace(mine, transitions=observed.transitions + 1))
+    return Decision(LeaseWrite.WAIT, None)
 
 
 def release(observed: LeaseRecord | None, identity: str, now: datetime) -> LeaseRecord | None:

@@ -17,6 +17,15 @@ force-deleted (grace 0): the next attempt starts. A pod without the Lease (creat
 old rule: wait until it is gone. The Lease is also the mutual exclusion between drivers: a new driver takes it only
 once released or expired, so even a driver wrongly thought gone could not write beside the next one.
 
+A driver killed outright (SIGKILL, OOM kill) does not release its Lease, and the next driver would wait for it to
+expire (up to its duration after the first sight). `release_dead` releases it at once when the kubelet confirmed the
+holder dead: its pod is Failed or Succeeded, the kubelet reports every container terminated, and its node was read
+Ready (so the kubelet writing that status is alive and in touch: a pod marked Failed by the control plane for a
+node that is gone or out of service is not such a proof). A pod on a node that is not Ready, unreachable, unknown or
+gone keeps the rule above: its Lease's expiry. A pod gone from the API is no proof either (a force deletion removes
+it while its container may still run), so the release is decided while the terminated pod is still there (the
+operator deletes a failed attempt's pod in the same plan).
+
 `lease_expired` is the fast detector: a running driver that stopped answering and whose own Lease is expired has
 stopped itself (or is dead), a failure recognised without waiting out restartPolicy.heartbeatTimeout.
 Never: I/O or the clock.
@@ -29,7 +38,7 @@ from datetime import datetime, timedelta
 from headrace.api import runtime_contract as contract
 from headrace.core.builder import Builder
 from headrace.core.observation import DriverLease, DriverPod
-from headrace.core.plan import DeletePod
+from headrace.core.plan import DeletePod, ReleaseDriverLease
 
 # Beyond the Lease's duration before the operator counts it expired: its clock may run faster than the holder's
 # (the holder already stopped at its renew deadline, 5 s before the duration).
@@ -65,6 +74,24 @@ def stopped(pod: DriverPod, lease: DriverLease | None, now: datetime) -> bool:
     if lease.exists and lease.holder != pod.name:
         return True
     return _expired(lease, now)
+
+
+def confirmed_dead(pod: DriverPod) -> bool:
+    """Whether `pod`'s kubelet confirmed its driver dead: the pod ended (Failed or Succeeded), every container is
+    reported terminated, and its node is Ready (a kubelet in touch wrote that status)."""
+    return pod.terminated and pod.containers_terminated and pod.node_ready
+
+
+def release_dead(builder: Builder, pods: tuple[DriverPod, ...], lease: DriverLease | None) -> None:
+    """Release the driver Lease when its holder is one of `pods` and confirmed dead (see the module's docstring)."""
+    if lease is None or not lease.exists or lease.holder is None:
+        return
+    planned = {action.holder for action in builder.actions if isinstance(action, ReleaseDriverLease)}
+    for pod in pods:
+        if pod.name == lease.holder and pod.lease_guarded and confirmed_dead(pod) and pod.name not in planned:
+            node = f" on Ready node {pod.node}" if pod.node else ""
+            reason = f"its holder {pod.name} ended{node} ({pod.reason or pod.phase}): its kubelet confirmed it dead"
+            builder.actions.append(ReleaseDriverLease(holder=pod.name, reason=reason))
 
 
 def overdue(pod: DriverPod, now: datetime) -> bool:

@@ -47,11 +47,23 @@ class PromoteDriver:
 @dataclass(frozen=True)
 class DeletePod:
     """Delete a driver pod (its executors follow through owner references); `grace_seconds` None leaves the pod's
-    own termination grace period (30 s), a number shortens it (the kubelet still confirms the kill)."""
+    own termination grace period (30 s), a number shortens it (the kubelet still confirms the kill). `keep_log`: the
+    pod's driver has ended, and the tail of its log is copied to the app's driver-log ConfigMap first (`headrace logs
+    --previous` reads it once the pod is gone)."""
 
     name: str
     reason: str
     grace_seconds: int | None = None
+    keep_log: bool = False
+
+
+@dataclass(frozen=True)
+class ReleaseDriverLease:
+    """Release the app's driver Lease if `holder` (a driver pod its kubelet confirmed dead) still holds it, so the
+    next driver takes it at once instead of waiting for it to expire (`headrace.core.fence.release_dead`)."""
+
+    holder: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -113,9 +125,17 @@ class DeleteSavepointResource:
     name: str
 
 
+@dataclass(frozen=True)
+class SetFinalizer:
+    """Add (`present`) or remove the app's finalizer headrace.dev/final-savepoint (spec.savepoints.onDeletion)."""
+
+    present: bool
+
+
 Action = (
     EnsureDriver
     | DeletePod
+    | ReleaseDriverLease
     | MarkWriter
     | PromoteDriver
     | RescaleInPlace
@@ -123,6 +143,7 @@ Action = (
     | TakeSavepoint
     | SetSavepointStatus
     | DeleteSavepointResource
+    | SetFinalizer
 )
 
 

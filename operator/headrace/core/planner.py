@@ -30,6 +30,7 @@ from typing import assert_never
 from headrace.api import names
 from headrace.api.models import (
     ChangeKind,
+    DeletingWithSavepoint,
     PendingOperation,
     PrewarmUpgrade,
     ProgressSummary,
@@ -42,7 +43,18 @@ from headrace.api.models import (
     TakingSavepoint,
 )
 from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
-from headrace.core import autoscaler, drain, executors, failures, fence, prewarm, redeploy, savepoints, standby
+from headrace.core import (
+    autoscaler,
+    deletion,
+    drain,
+    executors,
+    failures,
+    fence,
+    prewarm,
+    redeploy,
+    savepoints,
+    standby,
+)
 from headrace.core.attempts import (
     DRIVER_PENDING,
     continue_start,
@@ -100,6 +112,10 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     builder = Builder(app=app, now=now, status=app.status.model_copy(deep=True))
     builder.status.observedGeneration = app.generation
     spec = _effective_spec(builder)
+    if app.deleting_since is not None:
+        deletion.decide(builder, spec, observation)
+        return builder.plan()
+    deletion.finalizer(builder, spec)
     if spec is None:
         return builder.plan()
     builder.status.selector = names.executor_selector(app.name)
@@ -205,7 +221,7 @@ def _continue(
         case PrewarmUpgrade():
             _keep_progress(builder, observation)
             prewarm.proceed(builder, spec, observation, pod, pending)
-        case TakingSavepoint() | SavepointUpgrade() | Suspending():
+        case TakingSavepoint() | SavepointUpgrade() | Suspending() | DeletingWithSavepoint():
             savepoints.continue_operation(builder, spec, observation, pod, pending)
         case _:
             assert_never(pending)
@@ -247,8 +263,23 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         _failure(builder, spec, pod, DRIVER_START_TIMEOUT, overdue)
     else:
         waiting = f" ({pod.waiting})" if pod.waiting else ""
-        builder.condition("Ready", "False", DRIVER_PENDING, f"driver pod {pod.name} is {pod.phase}{waiting}")
+        message = f"driver pod {pod.name} is {pod.phase}{waiting}{pull_hint(pod.waiting)}"
+        builder.condition("Ready", "False", DRIVER_PENDING, message)
         builder.requeue(PENDING_POLL_SECONDS)
+
+
+# The kubelet's waiting reasons of a container whose image cannot be pulled.
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def pull_hint(waiting: str | None) -> str:
+    """What to check when the driver's image cannot be pulled ('' for any other wait)."""
+    if waiting is None or not waiting.startswith(IMAGE_PULL_REASONS):
+        return ""
+    return (
+        ": the node cannot pull spec.image; check its name and tag, and that spec.imagePullSecrets names a "
+        "kubernetes.io/dockerconfigjson Secret of this namespace with the registry's credentials"
+    )
 
 
 def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> bool:
@@ -498,24 +529,33 @@ def _converge_executors(
         )
 
 
+SUMMARY_DERIVED = frozenset({"committedBatches", "lastBatchTime", "firstBatchAt"})
+"""Fields of ProgressSummary that are not DriverProgress's field of the same (snake_case) name as it is."""
+
+
+def _snake_case(name: str) -> str:
+    """lastBatchId -> last_batch_id."""
+    return "".join(f"_{char.lower()}" if char.isupper() else char for char in name)
+
+
 def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:
-    """The driver's progress; committed batches per query only ever grow within a run (a new attempt reports
-    nothing until it commits; `start_attempt` forgets them when a run begins)."""
+    """The driver's progress: every field of ProgressSummary but `SUMMARY_DERIVED` is DriverProgress's field of the
+    same name (so a field added to the summary and not to the progress fails at once, AttributeError); committed
+    batches per query only ever grow within a run (a new attempt reports nothing until it commits;
+    `start_attempt` forgets them when a run begins)."""
     committed = dict((previous.committedBatches or {}) if previous is not None else {})
     for key, batch in progress.committed:
         committed[key] = max(batch, committed.get(key, batch))
-    return ProgressSummary(
-        committedBatches=committed or None,
-        lastBatchId=progress.last_batch_id,
-        lastBatchTime=format_time(progress.last_batch_time) if progress.last_batch_time else None,
-        inputRowsPerSecond=progress.input_rows_per_second,
-        processedRowsPerSecond=progress.processed_rows_per_second,
-        watermark=progress.watermark,
-        stateRows=progress.state_rows,
-        sourceBacklog=progress.source_backlog,
-        registeredExecutors=progress.registered_executors,
-        firstBatchAt=format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
-    )
+    same = {
+        name: getattr(progress, _snake_case(name))
+        for name in ProgressSummary.model_fields
+        if name not in SUMMARY_DERIVED
+    } | {
+        "committedBatches": committed or None,
+        "lastBatchTime": format_time(progress.last_batch_time) if progress.last_batch_time else None,
+        "firstBatchAt": format_time(first) if (first := progress.phase_at(PHASE_FIRST_BATCH)) else None,
+    }
+    return ProgressSummary(**same)
 
 
 def _stuck(builder: Builder, spec: StreamingAppSpec, progress: DriverProgress, running_since: datetime) -> bool:

@@ -24,6 +24,7 @@ from typing import assert_never
 
 from headrace.api import names
 from headrace.api.models import (
+    DeletingWithSavepoint,
     Phase,
     SavepointOperation,
     SavepointReason,
@@ -57,12 +58,14 @@ _PHASES: dict[SavepointOperationKind, Phase] = {
     "Savepoint": "Savepointing",
     "Upgrade": "Upgrading",
     "Suspend": "Savepointing",
+    "Delete": "Savepointing",
 }
 IN_FLIGHT_POLL_SECONDS = 30.0  # a savepoint call under way: its outcome (a StreamingSavepoint event) wakes the app
 _OPERATIONS: dict[SavepointOperationKind, type[SavepointOperation]] = {
     "Savepoint": TakingSavepoint,
     "Upgrade": SavepointUpgrade,
     "Suspend": Suspending,
+    "Delete": DeletingWithSavepoint,
 }
 SETTLE_POLL_SECONDS = 1.0  # how often an interrupted savepoint the driver is still taking is looked at
 SILENT_DRIVER_GRACE_SECONDS = 30.0  # a driver that exits after stopping is silent before its pod terminates
@@ -111,9 +114,11 @@ def _request(
 ) -> None:
     app = builder.app
     path = names.savepoint_dir(spec.state.savepointDir or "", app.namespace, app.name, name)
+    final = reason == "deletion"
     if create:
         builder.actions.append(
-            CreateSavepointResource(name=name, reason=reason, dispose=spec.savepoints.disposeOnDelete)
+            # a deleted app's final savepoint is never disposed of with its StreamingSavepoint: no driver is left
+            CreateSavepointResource(name=name, reason=reason, dispose=spec.savepoints.disposeOnDelete and not final)
         )
     builder.actions.append(
         TakeSavepoint(
@@ -217,6 +222,8 @@ def _finish_succeeded(
         case "Savepoint":
             builder.condition("Progressing", "False", "Stable", "")
             builder.phase("Running", f"savepoint {done.name} completed")
+        case "Delete":
+            pass  # the app's finalizer is released (`headrace.core.deletion`); its driver goes with the app
         case _:
             assert_never(kind)
 
@@ -238,6 +245,9 @@ def _finish_failed(
         begin(builder, spec, pod, kind=kind, reason=reason, name=f"{name}-{tries + 1}", tries=tries + 1)
         return
     builder.condition("Progressing", "False", "SavepointFailed", why)
+    if kind == "Delete":  # the app goes without a final savepoint (`headrace.core.deletion` says so)
+        builder.requeue(0)
+        return
     if stops:
         builder.status.failedSpecHash = pending.targetSpecHash
         action = "upgrade" if kind == "Upgrade" else "suspend"

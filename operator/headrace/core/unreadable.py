@@ -38,7 +38,7 @@ def message(problems: tuple[Problem, ...]) -> str:
     )
 
 
-def hold(raw_conditions: Any, problems: tuple[Problem, ...], generation: int, now: datetime) -> Hold:
+def hold_conditions(raw_conditions: Any, problems: tuple[Problem, ...], generation: int, now: datetime) -> Hold:
     """The Degraded condition set on the raw conditions (other conditions kept as they are); an event when the
     condition is new or its message changed."""
     text = message(problems)

@@ -15,6 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
 from headrace.api.models import PodScheduling, StreamingAppSpec
 from headrace.api.runtime_contract import USER_SETTABLE_ENV
 from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR, pod_memory_mib, spark_memory_mib
@@ -140,7 +143,10 @@ POLICY_VALUE = "tenantPolicy"  # the chart value (and HEADRACE_TENANT_POLICY) th
 class TenantPolicy:
     """What a StreamingApp may ask of its pods; a cluster admin widens it in the chart's `tenantPolicy`.
     The defaults refuse everything the `baseline` Pod Security Standard forbids, root and added
-    capabilities, and any ServiceAccount but the one the operator creates for the app."""
+    capabilities, and any ServiceAccount but the one the operator creates for the app. The operator's settings
+    read it from the chart's JSON by its camelCase names (allowRunAsRoot, ...); an unknown name is refused."""
+
+    __pydantic_config__ = ConfigDict(alias_generator=to_camel, extra="forbid")
 
     allow_host_namespaces: bool = False  # hostNetwork, hostPID, hostIPC
     allow_host_ports: bool = False

@@ -46,12 +46,20 @@ class Attempt:
     allow_repartition: bool = False
     expected_commits: tuple[tuple[str, int], ...] = ()  # (query key, batch) earlier attempts of the run committed
     operator_namespace: str | None = None  # where the operator's pods run (the NetworkPolicy admits them there)
+    peers: security.Peers = security.NO_PEERS  # namespaces the NetworkPolicy admits to the metrics and UI ports
     standby: bool = False  # a warm standby driver: it waits at its first query start until promoted
     compare_checkpoint: str | None = None  # a pre-warmed upgrade's: the running driver's checkpoint (gate check)
 
     @classmethod
     def of(
-        cls, action: EnsureDriver, *, app: str, namespace: str, app_uid: str, operator_namespace: str | None
+        cls,
+        action: EnsureDriver,
+        *,
+        app: str,
+        namespace: str,
+        app_uid: str,
+        operator_namespace: str | None,
+        peers: security.Peers = security.NO_PEERS,
     ) -> Attempt:
         """The attempt `action` creates in the app `namespace`/`app`: every field of the action but how the
         controller goes about it (`HOW_ONLY`) is taken by name, so a field added to EnsureDriver and not here fails
@@ -63,6 +71,7 @@ class Attempt:
             app_uid=app_uid,
             spec_hash=spec_hash(action.spec),
             operator_namespace=operator_namespace,
+            peers=peers,
             **what,
         )
 
@@ -309,7 +318,7 @@ def _image_pull_secrets(spec: StreamingAppSpec) -> dict[str, Any]:
     return {"imagePullSecrets": [ref.model_dump() for ref in spec.imagePullSecrets]}
 
 
-def driver_pod(attempt: Attempt) -> dict[str, Any]:
+def driver_pod_manifest(attempt: Attempt) -> dict[str, Any]:
     """The driver pod: Spark in client mode under the Headrace runtime (restartPolicy Never)."""
     spec = attempt.spec
     name = names.driver_pod(attempt.app, attempt.run, attempt.attempt)
@@ -388,6 +397,52 @@ def driver_service(attempt: Attempt) -> dict[str, Any]:
                 for port in _ports()
             ],
         },
+    }
+
+
+UI_PORTS: Final = frozenset({"spark-ui", "metrics"})  # the driver ports the app's UI Service serves
+
+
+def ui_service(attempt: Attempt) -> dict[str, Any]:
+    """The app's Service for the Spark UI and the driver's metrics (docs/operations.md, "Spark UI"): its name and
+    address stay the same across attempts and runs; it selects the driver pod labelled writer (the one running the
+    queries: never a warm standby nor a pre-warmed upgrade's driver), so it has no endpoint until a driver writes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(names.ui_service(attempt.app), attempt, names.app_labels(attempt.app)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {names.APP: attempt.app, names.ROLE: names.ROLE_DRIVER, names.WRITER: "true"},
+            "ports": [
+                {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"], "protocol": "TCP"}
+                for port in _ports()
+                if port["name"] in UI_PORTS
+            ],
+        },
+    }
+
+
+DRIVER_LOG_MAX_CHARS: Final = 256 * 1024  # the kept tail of an ended driver's log (a ConfigMap holds at most 1 MiB)
+DRIVER_LOG_KEYS: Final = ("pod", "savedAt", "log")
+
+
+def driver_log_config_map(
+    app: str, namespace: str, app_uid: str, *, pod: str, log: str, saved_at: str
+) -> dict[str, Any]:
+    """The app's driver-log ConfigMap: the last `DRIVER_LOG_MAX_CHARS` of the log of its driver `pod`, which ended,
+    saved at `saved_at`; owned by the app (deleted with it), replaced by the next driver that ends. No run label, so
+    never pruned with an attempt's objects."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.driver_log(app),
+            "namespace": namespace,
+            "labels": names.app_labels(app),
+            "ownerReferences": [owner_reference(app, app_uid)],
+        },
+        "data": dict(zip(DRIVER_LOG_KEYS, (pod, saved_at, log[-DRIVER_LOG_MAX_CHARS:]), strict=True)),
     }
 
 
@@ -518,14 +573,15 @@ def missing_control_secret_values(
 
 def app_objects(attempt: Attempt) -> list[dict[str, Any]]:
     """The objects every attempt of the app shares (named after the app, not the attempt): ServiceAccounts,
-    Roles and RoleBindings, the driver Lease, the NetworkPolicy, the drivers' PodDisruptionBudget. Not the control
-    Secret, made apart because its token is made at the edge."""
+    Roles and RoleBindings, the driver Lease, the NetworkPolicy, the drivers' PodDisruptionBudget, the UI Service.
+    Not the control Secret, made apart because its token is made at the edge."""
     network = _metadata(names.service_account(attempt.app), attempt, names.app_labels(attempt.app))
     return [
         *rbac(attempt.app, attempt.namespace, attempt.app_uid, attempt),
         driver_lease(attempt),
-        security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace),
+        security.network_policy(attempt.app, network, _ports(), attempt.operator_namespace, attempt.peers),
         driver_disruption_budget(attempt),
+        ui_service(attempt),
     ]
 
 
@@ -537,5 +593,5 @@ def attempt_objects(attempt: Attempt) -> list[dict[str, Any]]:
         *app_objects(attempt),
         config_map(attempt),
         driver_service(attempt),
-        driver_pod(attempt),
+        driver_pod_manifest(attempt),
     ]

@@ -13,7 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from headrace.api import names
 
@@ -122,12 +123,38 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "headrace", "app.kubernetes.io/component": "operator"}  # the chart's
 
 
+@dataclass(frozen=True)
+class Peers:
+    """Namespaces the cluster admin lets reach every app's pods (operator settings HEADRACE_METRICS_NAMESPACES and
+    HEADRACE_UI_NAMESPACES; docs/security.md): Prometheus's to the metrics port, an ingress controller's to the
+    Spark UI's. Any pod in them is admitted, to those ports only."""
+
+    metrics_namespaces: tuple[str, ...] = ()
+    ui_namespaces: tuple[str, ...] = ()
+
+
+NO_PEERS: Final = Peers()
+
+
+def _from_namespaces(namespaces: tuple[str, ...], ports: list[dict[str, Any]], port_names: set[str]) -> dict[str, Any]:
+    selector = {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(set(namespaces))}
+    return {
+        "from": [{"namespaceSelector": {"matchExpressions": [selector]}}],
+        "ports": [{"protocol": "TCP", "port": port["containerPort"]} for port in ports if port["name"] in port_names],
+    }
+
+
 def network_policy(
-    app: str, metadata: dict[str, Any], ports: list[dict[str, Any]], operator_namespace: str | None
+    app: str,
+    metadata: dict[str, Any],
+    ports: list[dict[str, Any]],
+    operator_namespace: str | None,
+    peers: Peers = NO_PEERS,
 ) -> dict[str, Any]:
-    """Ingress to the app's pods: from the app's own pods (driver and executors, every port), and from the
+    """Ingress to the app's pods: from the app's own pods (driver and executors, every port), from the
     operator's pods (the chart's labels, in the operator's own namespace only) to the control and metrics
-    ports. Spark's ports are closed to everything else; the control endpoint also needs the app's token.
+    ports, and from the admin's `peers` namespaces (any pod there) to the metrics or the Spark UI port.
+    Spark's ports are closed to everything else; the control endpoint also needs the app's token.
     With no operator namespace (an operator run outside the cluster, which no enforced policy lets in
     anyway) only the app's own pods are admitted: pods elsewhere wearing the operator's labels are not."""
     own = {names.MANAGED_BY: names.MANAGED_BY_VALUE, names.APP: app}
@@ -141,6 +168,10 @@ def network_policy(
             "podSelector": {"matchLabels": OPERATOR_POD_LABELS},
         }
         ingress.append({"from": [operator], "ports": operator_ports})
+    if peers.metrics_namespaces:
+        ingress.append(_from_namespaces(peers.metrics_namespaces, ports, {"metrics"}))
+    if peers.ui_namespaces:
+        ingress.append(_from_namespaces(peers.ui_namespaces, ports, {"spark-ui"}))
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

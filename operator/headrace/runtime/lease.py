@@ -183,7 +183,7 @@ class LeaseGuard:
         record, version = self._written
         self._written = None
         now = self._clock()
-        renewed = election.decide(record, now, self.identity, now, self.timing.lease_seconds).record
+        renewed = election.next_write(record, now, self.identity, now, self.timing.lease_seconds).record
         assert renewed is not None  # RENEW: the record names this driver
         written = self.api.replace_lease(renewed, version)
         if written is None:
@@ -192,7 +192,7 @@ class LeaseGuard:
         return True
 
     def try_acquire_or_renew(self) -> bool:
-        """Read the Lease; once allowed, take or renew it as `election.decide` says. True while holding it."""
+        """Read the Lease; once allowed, take or renew it as `election.next_write` says. True while holding it."""
         with self._lock:
             if self._renew_unread():
                 return True
@@ -202,7 +202,7 @@ class LeaseGuard:
             if not self._allowed.is_set():
                 return False
             assert self._seen_at is not None
-            decision = election.decide(record, self._seen_at, self.identity, now, self.timing.lease_seconds)
+            decision = election.next_write(record, self._seen_at, self.identity, now, self.timing.lease_seconds)
             if decision.record is None:
                 return False
             if stored is None:  # the operator creates it with the attempt; the driver may not

@@ -30,6 +30,8 @@ class FakeKube(KubeClient):
         self.created: list[dict[str, Any]] = []
         self.events: list[str] = []
         self.calls: list[tuple[str, str]] = []
+        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its driver container's log
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
 
     def get_app(self, namespace: str, name: str) -> dict[str, Any] | None:
         app = self.apps.get((namespace, name))
@@ -61,12 +63,30 @@ class FakeKube(KubeClient):
         self.calls.append(("delete_savepoint", name))
         self.savepoints.pop((namespace, name), None)
 
+    def set_app_finalizer(self, body: dict[str, Any], finalizer: str, *, present: bool) -> dict[str, Any] | None:
+        metadata = body["metadata"]
+        self.calls.append(("set_app_finalizer", f"{finalizer}={present}"))
+        app = self.apps.get((metadata["namespace"], metadata["name"]))
+        if app is None:
+            return None
+        kept = [item for item in app["metadata"].get("finalizers", []) if item != finalizer]
+        app["metadata"]["finalizers"] = kept + ([finalizer] if present else [])
+        return copy.deepcopy(app)
+
     def list_driver_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         return [
             copy.deepcopy(pod)
             for (space, _), pod in self.pods.items()
             if space == namespace and pod["metadata"]["labels"].get("headrace.dev/app") == app
         ]
+
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str | None:
+        self.calls.append(("read_log_tail", f"{pod}/{container}"))
+        return self.logs.get((namespace, pod))
+
+    def put_config_map(self, config_map: dict[str, Any]) -> None:
+        self.calls.append(("put_config_map", config_map["metadata"]["name"]))
+        self.config_maps[(config_map["metadata"]["namespace"], config_map["metadata"]["name"])] = config_map
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any] | None:
         self.calls.append(("delete_pod", name))
@@ -76,6 +96,10 @@ class FakeKube(KubeClient):
     def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         self.calls.append(("list_executor_pods", app))
         return []
+
+    def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
+        self.calls.append(("release_lease", f"{name}/{holder}"))
+        return True
 
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         self.calls.append(("label_pod", name))

@@ -158,7 +158,7 @@ def test_a_trimmed_pod_still_says_whether_it_serves_tls() -> None:
     """The store drops the pod's spec but for the control certificate's volume (and the driver Lease's variable): a
     driver from before TLS (no such volume) is asked in plain HTTP, every other one over HTTPS; a pod copy without a
     spec counts as TLS."""
-    pod = manifests.driver_pod(attempt())
+    pod = manifests.driver_pod_manifest(attempt())
     assert serves_control_tls(trim_pod(pod))
     old = {
         **pod,

@@ -46,7 +46,7 @@ def test_a_failed_read_proves_nothing() -> None:
 
 
 def test_the_lease_is_read_only_for_a_guarded_pod_stuck_deleting_or_a_silent_driver() -> None:
-    pod = manifests.driver_pod(attempt())
+    pod = manifests.driver_pod_manifest(attempt())
     assert not lease_wanted([pod], unanswered=False)
     assert lease_wanted([pod], unanswered=True)
     deleting = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-11-21T12:00:00Z"}}

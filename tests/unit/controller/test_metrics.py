@@ -30,7 +30,7 @@ def decided(
 
 def test_savepoint_and_transition_series_start_at_zero() -> None:
     metrics = OperatorMetrics(CollectorRegistry())
-    assert SAVEPOINT_TRIGGERS == ("manual", "periodic", "upgrade", "suspend", "import", "other")
+    assert SAVEPOINT_TRIGGERS == ("manual", "periodic", "upgrade", "suspend", "import", "deletion", "other")
     for trigger in SAVEPOINT_TRIGGERS:
         assert value(metrics, "headrace_savepoint_duration_seconds_count", trigger=trigger) == 0
         for result in SAVEPOINT_RESULTS:
@@ -104,6 +104,7 @@ def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
     assert set(ACTIONS) == {
         "EnsureDriver",
         "DeletePod",
+        "ReleaseDriverLease",
         "PromoteDriver",
         "MarkWriter",
         "RescaleInPlace",
@@ -111,6 +112,7 @@ def test_every_label_of_the_typed_vocabularies_starts_at_zero() -> None:
         "TakeSavepoint",
         "SetSavepointStatus",
         "DeleteSavepointResource",
+        "SetFinalizer",
     }
     for action in ACTIONS:
         assert value(metrics, "headrace_actions_total", action=action) == 0
@@ -164,3 +166,19 @@ def test_the_autoscalers_recommendation_is_a_series_only_while_there_is_one() ->
     metrics.record_decision(KEY, status, recommended, later(3))
     metrics.forget_app(KEY)
     assert value(metrics, name, **app) is None
+
+
+def test_every_per_app_series_is_removed_with_the_app_and_the_optional_ones_while_unknown() -> None:
+    metrics = OperatorMetrics(CollectorRegistry())
+    app = {"namespace": "analytics", "app": "clicks"}
+    status = decided(metrics, StreamingAppStatus(), seen(), T0)
+    always = ("headrace_app_restarts", "headrace_app_startup_failures", "headrace_app_failed", "headrace_app_degraded")
+    assert [value(metrics, name, **app) for name in always] == [0, 0, 0, 0]
+    optional = ("headrace_app_source_backlog", "headrace_app_last_savepoint_age_seconds")
+    assert [value(metrics, name, **app) for name in optional] == [None, None]
+    progress = DriverProgress(ready=True, last_batch_id=0, last_batch_time=later(1), source_backlog=42.0)
+    decided(metrics, status, Observation(drivers=(pod(),), progress=progress), later(2))
+    assert value(metrics, "headrace_app_source_backlog", **app) == 42.0
+    metrics.forget_app(KEY)
+    for name in (*always, *optional, "headrace_app_last_batch_age_seconds"):
+        assert value(metrics, name, **app) is None, name

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from headrace.controller.observe import driver_progress
-from headrace.core.autoscaler import AutoscalerMemory, Reading, Sample, Signals, decide, reading, sample_between
+from headrace.core.autoscaler import AutoscalerMemory, Reading, Sample, Signals, decide_scaling, reading, sample_between
 from headrace.core.observation import BatchTotals
 from tests.unit.builders import T0, spec
 
@@ -104,7 +104,7 @@ def test_the_signals_of_real_status_documents_drive_a_decision() -> None:
             stateful=progress.stateful,
             back_to_back=progress.back_to_back,
         )
-        decision, memory = decide(app_spec, memory, observed, now)
+        decision, memory = decide_scaling(app_spec, memory, observed, now)
         if decision.action != "hold":
             break
     assert decision is not None and decision.reason == "ScaleUp", decision

@@ -15,7 +15,7 @@ from headrace.core.autoscaler import (
     Reading,
     Sample,
     Signals,
-    decide,
+    decide_scaling,
     limits,
     reading,
     sample_between,
@@ -77,7 +77,7 @@ OVER = load(2000, 2000, backlog=360000, growth=2000)
 
 
 def run(app_spec: Any, observed: Signals, memory: AutoscalerMemory = SETTLED) -> tuple[Decision, AutoscalerMemory]:
-    return decide(app_spec, memory, observed, NOW)
+    return decide_scaling(app_spec, memory, observed, NOW)
 
 
 def test_window_aggregates() -> None:
@@ -288,7 +288,7 @@ def test_an_action_restarts_the_window_and_counts_in_the_hour() -> None:
     assert decision.reason == "ScaleUp"
     assert memory.action_times == (NOW,) and memory.size_since == NOW
     assert memory.check is not None and memory.check.capacity_before == pytest.approx(2000)
-    again, _ = decide(autoscaled(), memory, signals(OVER), NOW + timedelta(seconds=15))
+    again, _ = decide_scaling(autoscaled(), memory, signals(OVER), NOW + timedelta(seconds=15))
     assert again.reason == "WindowFilling"
 
 
@@ -296,7 +296,7 @@ def test_passive_mode_remembers_no_action_so_its_recommendation_stays() -> None:
     app_spec, memory = autoscaled(mode="passive"), SETTLED
     for minute in range(30):
         now = NOW + timedelta(minutes=minute)
-        decision, memory = decide(
+        decision, memory = decide_scaling(
             app_spec, memory, signals(load(2000, 2000, backlog=360000, growth=2000, end=now)), now
         )
         assert (decision.reason, decision.executors) == ("ScaleUp", 8)
@@ -308,7 +308,7 @@ def test_a_scale_down_is_cancelled_by_load_coming_back() -> None:
     _, memory = run(app_spec, signals(load(400, 2000)))
     assert memory.scale_down_since == NOW
     later = NOW + timedelta(minutes=5)
-    decision, memory = decide(app_spec, memory, signals(load(1400, 2000, end=later)), later)
+    decision, memory = decide_scaling(app_spec, memory, signals(load(1400, 2000, end=later)), later)
     assert decision.reason == "WithinBand" and memory.scale_down_since is None
 
 
@@ -317,15 +317,15 @@ def test_an_ineffective_scale_up_is_undone_and_not_repeated() -> None:
     decision, memory = run(app_spec, signals(OVER))
     assert (decision.reason, decision.executors) == ("ScaleUp", 8)
     # at 8 executors the capacity barely moved (a bottleneck more executors cannot relieve), the backlog remains
-    _, memory = decide(app_spec, memory, signals([], executors=8), NOW + timedelta(seconds=30))  # registered
+    _, memory = decide_scaling(app_spec, memory, signals([], executors=8), NOW + timedelta(seconds=30))  # registered
     later = NOW + timedelta(minutes=5)
     stuck = signals(load(2100, 2100, executors=8, backlog=400000, end=later), executors=8)
-    decision, memory = decide(app_spec, memory, stuck, later)
+    decision, memory = decide_scaling(app_spec, memory, stuck, later)
     assert (decision.reason, decision.executors) == ("IneffectiveScaleUp", 2), decision.message
     assert memory.blocked_above == 2
-    _, memory = decide(app_spec, memory, signals([]), later + timedelta(seconds=30))  # back at 2
+    _, memory = decide_scaling(app_spec, memory, signals([]), later + timedelta(seconds=30))  # back at 2
     after = later + timedelta(minutes=5)
-    decision, memory = decide(
+    decision, memory = decide_scaling(
         app_spec, memory, signals(load(2000, 2000, backlog=500000, growth=2000, end=after)), after
     )
     assert (decision.reason, decision.executors) == ("ScaleUpBlocked", 2)
@@ -334,10 +334,10 @@ def test_an_ineffective_scale_up_is_undone_and_not_repeated() -> None:
 def test_an_effective_scale_up_is_kept() -> None:
     app_spec = autoscaled()
     _, memory = run(app_spec, signals(OVER))
-    _, memory = decide(app_spec, memory, signals([], executors=8), NOW + timedelta(seconds=30))
+    _, memory = decide_scaling(app_spec, memory, signals([], executors=8), NOW + timedelta(seconds=30))
     later = NOW + timedelta(minutes=5)
     faster = signals(load(4000, 6500, executors=8, backlog=20000, end=later), executors=8)
-    decision, memory = decide(app_spec, memory, faster, later)
+    decision, memory = decide_scaling(app_spec, memory, faster, later)
     assert decision.reason != "IneffectiveScaleUp" and memory.blocked_above is None and memory.check is None
 
 
@@ -438,7 +438,7 @@ def app_reading(app: SimulatedApp, now: datetime) -> Reading:
 def simulate(
     phases: list[tuple[float, float]], minutes: float, executors: int, sampling: str = "batches", **autoscaler: Any
 ) -> tuple[list[Action], list[tuple[float, float, int]]]:
-    """Poll the app like the operator: decide, and rescale when told. Samples are the app's batches (polls every
+    """Poll the app like the operator: decide_scaling, and rescale when told. Samples are the app's batches (polls every
     15 s), or the differences of its batch totals between two polls (every 30 s, as the operator reads them).
     Returns the actions and (minute, backlog, executors) at every poll."""
     app_spec = spec(autoscaler={"mode": "active", **autoscaler}, state={"checkpointDir": "s3a://b/c", "partitions": 8})
@@ -464,7 +464,7 @@ def simulate(
             driver_started_at=T0,
             stateful=True,
         )
-        decision, memory = decide(app_spec, memory, observed, now)
+        decision, memory = decide_scaling(app_spec, memory, observed, now)
         if decision.action == "scale":
             actions.append(Action(poll / 60, decision.reason, decision.executors))
             app.rescale(decision.executors)

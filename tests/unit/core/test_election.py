@@ -15,14 +15,14 @@ from prometheus_client import CollectorRegistry, Gauge
 from headrace.adapters.lease import LeaseClient
 from headrace.controller.leader import ElectionConfig, LeaderElector
 from headrace.core.election import (
-    Action,
     LeaseRecord,
+    LeaseWrite,
     StoredLease,
-    decide,
     expired,
     lease_record,
     lease_spec,
     loss,
+    next_write,
     release,
 )
 from tests.unit.builders import T0
@@ -41,26 +41,32 @@ def at(seconds: float) -> timedelta:
 @pytest.mark.parametrize(
     ("case", "observed", "seen_for", "action", "transitions"),
     [
-        ("no lease yet: create it, holding it", None, 0, Action.CREATE, 0),
-        ("my lease: renew it", held(ME), 1, Action.RENEW, 3),
-        ("my lease even if it looks expired: renew", held(ME), 60, Action.RENEW, 3),
-        ("another's fresh lease: wait", held(OTHER), 0, Action.WAIT, None),
-        ("another's lease just before it expires: wait", held(OTHER), LEASE - 0.1, Action.WAIT, None),
-        ("another's lease not renewed for its duration: take it over", held(OTHER), LEASE, Action.ACQUIRE, 4),
-        ("released (no holder): take it at once", held(None), 0, Action.ACQUIRE, 4),
-        ("released with an empty holder: take it at once", held(""), 0, Action.ACQUIRE, 4),
-        ("a one-second lease (released by an old client) expires fast", held(OTHER, seconds=1), 1, Action.ACQUIRE, 4),
+        ("no lease yet: create it, holding it", None, 0, LeaseWrite.CREATE, 0),
+        ("my lease: renew it", held(ME), 1, LeaseWrite.RENEW, 3),
+        ("my lease even if it looks expired: renew", held(ME), 60, LeaseWrite.RENEW, 3),
+        ("another's fresh lease: wait", held(OTHER), 0, LeaseWrite.WAIT, None),
+        ("another's lease just before it expires: wait", held(OTHER), LEASE - 0.1, LeaseWrite.WAIT, None),
+        ("another's lease not renewed for its duration: take it over", held(OTHER), LEASE, LeaseWrite.ACQUIRE, 4),
+        ("released (no holder): take it at once", held(None), 0, LeaseWrite.ACQUIRE, 4),
+        ("released with an empty holder: take it at once", held(""), 0, LeaseWrite.ACQUIRE, 4),
+        (
+            "a one-second lease (released by an old client) expires fast",
+            held(OTHER, seconds=1),
+            1,
+            LeaseWrite.ACQUIRE,
+            4,
+        ),
     ],
 )
 def test_decide(
-    case: str, observed: LeaseRecord | None, seen_for: float, action: Action, transitions: int | None
+    case: str, observed: LeaseRecord | None, seen_for: float, action: LeaseWrite, transitions: int | None
 ) -> None:
     observed_at = T0 + at(100)
     now = observed_at + at(seen_for)
-    decision = decide(observed, observed_at, ME, now, LEASE)
+    decision = next_write(observed, observed_at, ME, now, LEASE)
     assert decision.action is action, case
-    assert decision.leads is (action is not Action.WAIT)
-    if action is Action.WAIT:
+    assert decision.leads is (action is not LeaseWrite.WAIT)
+    if action is LeaseWrite.WAIT:
         assert decision.record is None
         return
     assert decision.record is not None
@@ -72,9 +78,9 @@ def test_decide(
 
 def test_renewing_keeps_the_acquire_time_and_taking_over_starts_it_anew() -> None:
     now = T0 + at(30)
-    renewed = decide(held(ME), T0, ME, now, LEASE).record
+    renewed = next_write(held(ME), T0, ME, now, LEASE).record
     assert renewed is not None and renewed.acquire_time == T0
-    taken = decide(held(None), T0, ME, now, LEASE).record
+    taken = next_write(held(None), T0, ME, now, LEASE).record
     assert taken is not None and taken.acquire_time == now
 
 
@@ -82,7 +88,7 @@ def test_expiry_counts_from_when_this_candidate_saw_the_lease_not_from_its_renew
     """A holder whose clock runs an hour behind must not look expired: only the local clock counts."""
     skewed = LeaseRecord(OTHER, LEASE, renew_time=T0 - timedelta(hours=1))
     assert not expired(skewed, observed_at=T0, now=T0 + at(5))
-    assert decide(skewed, T0, ME, T0 + at(5), LEASE).action is Action.WAIT
+    assert next_write(skewed, T0, ME, T0 + at(5), LEASE).action is LeaseWrite.WAIT
     assert expired(skewed, observed_at=T0, now=T0 + at(LEASE))
 
 
@@ -90,7 +96,7 @@ def test_release_clears_my_hold_and_keeps_the_transitions() -> None:
     now = T0 + at(42)
     released = release(held(ME), ME, now)
     assert released == LeaseRecord(None, 1, acquire_time=now, renew_time=now, transitions=3)
-    assert decide(released, now, OTHER, now, LEASE).action is Action.ACQUIRE
+    assert next_write(released, now, OTHER, now, LEASE).action is LeaseWrite.ACQUIRE
 
 
 @pytest.mark.parametrize("observed", [None, held(OTHER), held(None)])

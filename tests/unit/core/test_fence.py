@@ -8,10 +8,13 @@ from typing import get_args
 
 import pytest
 
+from headrace.api.models import StreamingAppStatus
 from headrace.api.vocabulary import OperatorFailureReason
 from headrace.core import fence
+from headrace.core.builder import Builder
 from headrace.core.observation import DriverLease, DriverPod
-from tests.unit.builders import T0, later, pod
+from headrace.core.plan import ReleaseDriverLease
+from tests.unit.builders import T0, later, pod, view
 
 NAME = "clicks-r1-a1-driver"
 STUCK = pod(deleting=True, deletion_due=later(1), lease_guarded=True, node="worker-1")  # grace 1 s, node lost
@@ -89,3 +92,42 @@ def test_until_expired_counts_down_to_the_fence() -> None:
 
 def test_the_lease_expired_failure_is_a_typed_reason_with_its_own_restart_label() -> None:
     assert fence.LEASE_EXPIRED in get_args(OperatorFailureReason)
+
+
+DEAD = pod(phase="Failed", lease_guarded=True, node="worker-1", containers_terminated=True, node_ready=True)
+
+
+# (what, pod, lease, released: the operator releases the dead holder's Lease at once)
+RELEASE = [
+    ("killed (SIGKILL, OOM) on a Ready node, still the holder", DEAD, held(), True),
+    ("succeeded on a Ready node, still the holder", replace(DEAD, phase="Succeeded"), held(), True),
+    ("its node is not Ready, unreachable, unknown or gone: wait for the expiry", replace(DEAD, node_ready=False),
+     held(), False),
+    ("a container not reported terminated", replace(DEAD, containers_terminated=False), held(), False),
+    ("still running (phase Running)", replace(DEAD, phase="Running"), held(), False),
+    ("being deleted, not terminated", replace(DEAD, phase="Running", deleting=True), held(), False),
+    ("another driver holds it already", DEAD, held("clicks-r1-a2-driver"), False),
+    ("released on its way out", DEAD, held(None), False),
+    ("no Lease", DEAD, held(None, exists=False), False),
+    ("the Lease could not be read", DEAD, None, False),
+    ("made without the Lease (an older operator's pod)", replace(DEAD, lease_guarded=False), held(), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "driver", "lease", "expected"), RELEASE, ids=[row[0] for row in RELEASE])
+def test_a_dead_holders_lease_is_released_only_once_its_kubelet_confirmed_the_death(
+    what: str, driver: DriverPod, lease: DriverLease | None, expected: bool
+) -> None:
+    builder = Builder(view(), T0, StreamingAppStatus())
+    fence.release_dead(builder, (driver,), lease)
+    released = [action for action in builder.actions if isinstance(action, ReleaseDriverLease)]
+    assert bool(released) is expected, what
+    if expected:
+        assert released[0].holder == driver.name and "confirmed it dead" in released[0].reason
+
+
+def test_a_dead_holders_release_is_planned_once() -> None:
+    builder = Builder(view(), T0, StreamingAppStatus())
+    fence.release_dead(builder, (DEAD,), held())
+    fence.release_dead(builder, (DEAD,), held())
+    assert builder.actions == [ReleaseDriverLease(holder=DEAD.name, reason=builder.actions[0].reason)]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
 
-from headrace.api.models import SavepointRef, StreamingAppSpec, StreamingAppStatus
+from headrace.api.models import ProgressSummary, SavepointRef, StreamingAppSpec, StreamingAppStatus
 from headrace.core.attempts import worth_recording
-from headrace.core.observation import Observation
+from headrace.core.observation import BatchTotals, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
-from headrace.core.planner import decide
+from headrace.core.planner import SUMMARY_DERIVED, _snake_case, _summary, decide
 from headrace.core.timefmt import format_time
 from tests.unit.builders import READY, T0, later, pod, seen, spec, view
 
@@ -75,6 +75,16 @@ def test_a_created_driver_waiting_with_nothing_to_say_is_not_written() -> None:
     assert ready.message == "driver pod clicks-r1-a1-driver is Pending (ContainerCreating)"
     running = step(intent, seen(pod(created_at=later(1))), later(3))
     assert running.status.pendingOperation is None and running.status.phase == "Running"
+
+
+def test_a_driver_whose_image_cannot_be_pulled_says_what_to_check() -> None:
+    intent = step(None).status
+    unauthorized = "ErrImagePull: failed to pull image: 401 Unauthorized"
+    waiting = step(intent, seen(pod(phase="Pending", created_at=later(1), waiting=unauthorized)), later(2))
+    ready = next(condition for condition in waiting.status.conditions if condition.type == "Ready")
+    assert ready.reason == "DriverPending"
+    assert ready.message.startswith(f"driver pod clicks-r1-a1-driver is Pending ({unauthorized}): ")
+    assert "spec.imagePullSecrets" in ready.message and "spec.image" in ready.message
 
 
 def test_a_created_driver_that_never_starts_still_times_out() -> None:
@@ -653,8 +663,6 @@ def test_rollback_to_last_stable_spec_when_upgrade_never_becomes_stable() -> Non
 
 # ---------------------------------------------------------------------------------------- progress --
 
-from headrace.core.observation import BatchTotals, DriverProgress  # noqa: E402
-
 
 def test_progress_is_summarised_into_status() -> None:
     status = running_app()
@@ -819,6 +827,17 @@ def test_without_passive_mode_no_autoscaler_status() -> None:
     status = running_app()
     plan = step(status, Observation(drivers=(pod(),), progress=_loaded(3)), later(90))
     assert plan.status.autoscaler is None and not [e for e in plan.events if e.reason == "AutoscalerRecommends"]
+
+
+def test_the_progress_summary_takes_every_field_of_the_progress_by_name() -> None:
+    """No field-by-field copy: each summary field but the derived ones is the progress field of its name."""
+    progress = DriverProgress(last_batch_id=7, input_rows_per_second=1.5, state_rows=3, registered_executors=2)
+    summary = _summary(progress, None)
+    progress_fields = {field.name for field in fields(DriverProgress)}
+    for name in set(ProgressSummary.model_fields) - SUMMARY_DERIVED:
+        assert _snake_case(name) in progress_fields, name
+        assert getattr(summary, name) == getattr(progress, _snake_case(name)), name
+    assert (summary.lastBatchId, summary.stateRows, summary.registeredExecutors) == (7, 3, 2)
 
 
 def _poll(status: StreamingAppStatus, poll: int, app_spec: StreamingAppSpec, **reported: Any) -> Plan:

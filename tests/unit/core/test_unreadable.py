@@ -45,12 +45,12 @@ def test_a_readable_status_has_no_problems() -> None:
 
 def test_hold_sets_degraded_naming_the_field_and_posts_one_event() -> None:
     view = app_view(_body({**RUN3, "newerField": True}))
-    held = unreadable.hold(RUN3["conditions"], view.status_problems, 4, T0)
+    held = unreadable.hold_conditions(RUN3["conditions"], view.status_problems, 4, T0)
     degraded = held.conditions[-1]
     assert degraded["type"] == "Degraded" and degraded["status"] == "True"
     assert degraded["reason"] == "StatusUnreadable" and "status.newerField" in degraded["message"]
     assert held.conditions[0]["type"] == "Ready"  # other conditions kept as they were
     assert held.event is not None and held.event.type == "Warning"
-    again = unreadable.hold(held.conditions, view.status_problems, 4, later(30))
+    again = unreadable.hold_conditions(held.conditions, view.status_problems, 4, later(30))
     assert again.event is None  # posted once
     assert again.conditions[-1]["lastTransitionTime"] == degraded["lastTransitionTime"]

@@ -289,11 +289,11 @@ def test_the_operator_reads_the_policy_the_chart_sets() -> None:
         "HEADRACE_TENANT_POLICY": '{"allowedVolumeTypes": ["hostPath"], "serviceAccounts": ["spark"], '
         '"allowRunAsRoot": true}'
     }
-    policy = OperatorSettings.from_environ(environ).tenant_policy.policy()
+    policy = OperatorSettings.from_environ(environ).tenant_policy
     assert policy == TenantPolicy(
         allowed_volume_types=frozenset({"hostPath"}), service_accounts=frozenset({"spark"}), allow_run_as_root=True
     )
-    assert OperatorSettings.from_environ({}).tenant_policy.policy() == DEFAULT_POLICY
+    assert OperatorSettings.from_environ({}).tenant_policy == DEFAULT_POLICY
     assert OperatorSettings.from_environ({}).operator_namespace is None
     assert OperatorSettings.from_environ({"POD_NAMESPACE": "headrace-system"}).operator_namespace == "headrace-system"
     with pytest.raises(ValueError, match="HEADRACE_TENANT_POLICY is not JSON"):

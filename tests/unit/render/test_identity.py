@@ -41,7 +41,7 @@ def test_by_default_the_driver_and_the_executors_run_as_the_two_accounts_headrac
     assert set(accounts) == {"clicks-spark", "clicks-executor"}
     assert accounts["clicks-executor"]["automountServiceAccountToken"] is False
     assert "annotations" not in accounts["clicks-spark"]["metadata"]
-    assert manifests.driver_pod(app)["spec"]["serviceAccountName"] == "clicks-spark"
+    assert manifests.driver_pod_manifest(app)["spec"]["serviceAccountName"] == "clicks-spark"
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "clicks-spark"
     assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "clicks-executor"
 
@@ -69,7 +69,7 @@ def test_the_users_own_account_runs_driver_and_executors_and_no_account_is_made(
         conf = manifests.spark_conf(app)
         assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "spark-irsa"
         assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "spark-irsa"
-        assert manifests.driver_pod(app)["spec"]["serviceAccountName"] == "spark-irsa"
+        assert manifests.driver_pod_manifest(app)["spec"]["serviceAccountName"] == "spark-irsa"
         # Executors mount no API token: the account's RBAC rights (the driver's Role) never reach them.
         assert _executor_template(**overrides)["spec"]["automountServiceAccountToken"] is False
 
@@ -78,7 +78,7 @@ def test_web_identity_projects_a_token_for_the_audience_into_driver_and_executor
     app = attempt(state__s3=WEB)
     assert manifests.spark_conf(app)[PROVIDER] == identity.PROVIDERS["webIdentity"]
     assert identity.PROVIDERS["webIdentity"].endswith("WebIdentityTokenFileCredentialsProvider")
-    driver = manifests.driver_pod(app)
+    driver = manifests.driver_pod_manifest(app)
     template = _executor_template(state__s3=WEB)
     for pod in (driver, template):
         (volume,) = [item for item in pod["spec"]["volumes"] if item["name"] == identity.TOKEN_VOLUME]
@@ -102,7 +102,7 @@ def test_web_identity_projects_a_token_for_the_audience_into_driver_and_executor
 def test_web_identity_without_an_sts_endpoint_leaves_the_sdk_its_regional_sts() -> None:
     web = {"webIdentity": {"roleArn": ROLE, "audience": "minio", "expirationSeconds": 900}, "region": "eu-west-1"}
     app = attempt(state__s3=web)  # the mode follows from the block
-    env = _env(_driver(manifests.driver_pod(app)))
+    env = _env(_driver(manifests.driver_pod_manifest(app)))
     assert "AWS_ENDPOINT_URL_STS" not in env
     assert env["AWS_REGION"] == "eu-west-1"
     assert manifests.spark_conf(app)[PROVIDER] == identity.PROVIDERS["webIdentity"]
@@ -113,7 +113,7 @@ def test_web_identity_without_an_sts_endpoint_leaves_the_sdk_its_regional_sts() 
 def test_the_default_mode_sets_the_sdks_chain_and_nothing_else() -> None:
     app = attempt(state__s3={"credentialsMode": "default"})
     assert manifests.spark_conf(app)[PROVIDER].endswith("DefaultCredentialsProvider")
-    driver = manifests.driver_pod(app)
+    driver = manifests.driver_pod_manifest(app)
     assert not {"AWS_ROLE_ARN", "AWS_ACCESS_KEY_ID"} & set(_env(_driver(driver)))
     assert identity.TOKEN_VOLUME not in {volume["name"] for volume in driver["spec"]["volumes"]}
 
@@ -134,7 +134,7 @@ def test_a_secrets_key_pair_reaches_the_executors_too() -> None:
 
 def test_image_pull_secrets_reach_the_driver_pod_and_through_spark_every_executor() -> None:
     app = attempt(imagePullSecrets=[{"name": "registry"}, {"name": "mirror"}], imagePullPolicy="Always")
-    driver = manifests.driver_pod(app)
+    driver = manifests.driver_pod_manifest(app)
     assert driver["spec"]["imagePullSecrets"] == [{"name": "registry"}, {"name": "mirror"}]
     assert _driver(driver)["imagePullPolicy"] == "Always"
     conf = manifests.spark_conf(app)
@@ -143,5 +143,5 @@ def test_image_pull_secrets_reach_the_driver_pod_and_through_spark_every_executo
     # Not in the executor template as well: Spark would add them a second time.
     assert "imagePullSecrets" not in _executor_template(imagePullSecrets=[{"name": "registry"}])["spec"]
     plain = attempt()
-    assert "imagePullSecrets" not in manifests.driver_pod(plain)["spec"]
+    assert "imagePullSecrets" not in manifests.driver_pod_manifest(plain)["spec"]
     assert "spark.kubernetes.container.image.pullSecrets" not in manifests.spark_conf(plain)

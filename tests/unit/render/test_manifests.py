@@ -18,7 +18,7 @@ def _attempt(**overrides: object) -> manifests.Attempt:
 
 
 def test_driver_pod_runs_the_script_under_the_runtime_with_the_contract_env() -> None:
-    pod = manifests.driver_pod(_attempt(application={"file": "local:///opt/app/job.py", "args": ["--x", "1"]}))
+    pod = manifests.driver_pod_manifest(_attempt(application={"file": "local:///opt/app/job.py", "args": ["--x", "1"]}))
     container = pod["spec"]["containers"][0]
     assert pod["metadata"]["name"] == "clicks-r2-a3-driver"
     assert pod["spec"]["restartPolicy"] == "Never"
@@ -47,7 +47,7 @@ def test_pod_template_merges_containers_by_name() -> None:
             "tolerations": [{"key": "k"}],
         }
     }
-    pod = manifests.driver_pod(_attempt(driver={"podTemplate": template}))
+    pod = manifests.driver_pod_manifest(_attempt(driver={"podTemplate": template}))
     container = pod["spec"]["containers"][0]
     assert {item["name"] for item in container["env"]} >= {"EXTRA", contract.ENV_APP_NAME}
     assert pod["spec"]["tolerations"] == [{"key": "k"}]
@@ -55,10 +55,13 @@ def test_pod_template_merges_containers_by_name() -> None:
 
 
 def test_restore_env_only_when_restoring() -> None:
-    plain = manifests.driver_pod(_attempt())
+    plain = manifests.driver_pod_manifest(_attempt())
     assert contract.ENV_RESTORE_FROM not in {item["name"] for item in plain["spec"]["containers"][0]["env"]}
     restoring = manifests.Attempt(**{**_attempt().__dict__, "restore_from": "s3a://sp/1", "allow_repartition": True})
-    env = {item["name"]: item.get("value") for item in manifests.driver_pod(restoring)["spec"]["containers"][0]["env"]}
+    env = {
+        item["name"]: item.get("value")
+        for item in manifests.driver_pod_manifest(restoring)["spec"]["containers"][0]["env"]
+    }
     assert env[contract.ENV_RESTORE_FROM] == "s3a://sp/1"
     assert env[contract.ENV_ALLOW_REPARTITION] == "true"
 
@@ -66,7 +69,7 @@ def test_restore_env_only_when_restoring() -> None:
 def test_only_a_pre_warmed_upgrades_driver_is_told_the_running_checkpoint_to_compare_at_its_gate() -> None:
     def env(**changes: object) -> dict[str, str | None]:
         rendered = manifests.Attempt(**{**_attempt().__dict__, **changes})
-        container = manifests.driver_pod(rendered)["spec"]["containers"][0]
+        container = manifests.driver_pod_manifest(rendered)["spec"]["containers"][0]
         return {item["name"]: item.get("value") for item in container["env"]}
 
     running = "s3a://bucket/checkpoints/analytics/clicks/r1"
@@ -78,7 +81,7 @@ def test_only_a_pre_warmed_upgrades_driver_is_told_the_running_checkpoint_to_com
 def test_a_standby_warms_up_unless_its_spec_says_warmup_false() -> None:
     def env(warmup: bool, standby: bool) -> dict[str, str | None]:
         rendered = manifests.Attempt(**{**attempt(standby__warmup=warmup).__dict__, "standby": standby})
-        container = manifests.driver_pod(rendered)["spec"]["containers"][0]
+        container = manifests.driver_pod_manifest(rendered)["spec"]["containers"][0]
         return {item["name"]: item.get("value") for item in container["env"]}
 
     assert contract.ENV_WARMUP not in env(warmup=True, standby=True)  # the default: no variable, the pod unchanged
@@ -109,7 +112,7 @@ def test_every_driver_gets_the_driver_lease_and_the_right_to_renew_it_alone(stan
     assert warm[-1]["kind"] == "Pod"  # created last, once its Lease and rights exist
     env = {item["name"]: item.get("value") for item in warm[-1]["spec"]["containers"][0]["env"]}
     assert env[contract.ENV_DRIVER_LEASE] == "clicks-driver-lease"
-    bounded = manifests.driver_pod(_attempt(standby={"enabled": standby}, mode="bounded"))
+    bounded = manifests.driver_pod_manifest(_attempt(standby={"enabled": standby}, mode="bounded"))
     variable = {"name": contract.ENV_DRIVER_LEASE, "value": "clicks-driver-lease"}
     assert variable in bounded["spec"]["containers"][0]["env"]
 
@@ -127,9 +130,28 @@ def test_every_app_has_a_disruption_budget_that_lets_only_its_writing_driver_wai
         "selector": {"matchLabels": selector},
         "unhealthyPodEvictionPolicy": "AlwaysAllow",
     }
-    driver = manifests.driver_pod(_attempt())
+    driver = manifests.driver_pod_manifest(_attempt())
     assert {**driver["metadata"]["labels"], "headrace.dev/writer": "true"}.items() >= selector.items()
     assert "headrace.dev/writer" not in driver["metadata"]["labels"]  # the operator labels it once it writes
+
+
+def test_every_app_has_one_ui_service_whose_name_and_selector_outlive_its_attempts() -> None:
+    """The Spark UI and the driver's metrics behind one name for the app (not per attempt, so not pruned with an
+    attempt's objects: it has no run label), selecting the writing driver only."""
+    first = [obj for obj in manifests.app_objects(attempt(run=1, number=1)) if obj["kind"] == "Service"]
+    later = [obj for obj in manifests.app_objects(_attempt()) if obj["kind"] == "Service"]
+    assert first == later
+    (service,) = later
+    assert service["metadata"]["name"] == "clicks-ui" and "headrace.dev/run" not in service["metadata"]["labels"]
+    assert service["spec"]["type"] == "ClusterIP"
+    selector = {"headrace.dev/app": "clicks", "headrace.dev/role": "driver", "headrace.dev/writer": "true"}
+    assert service["spec"]["selector"] == selector
+    ports = {port["name"]: (port["port"], port["targetPort"]) for port in service["spec"]["ports"]}
+    ui, metrics = (contract.SPARK_UI_PORT, "spark-ui"), (contract.DEFAULT_METRICS_PORT, "metrics")
+    assert ports == {"spark-ui": ui, "metrics": metrics}
+    (container,) = manifests.driver_pod_manifest(_attempt())["spec"]["containers"]
+    container_ports = {port["name"] for port in container["ports"]}
+    assert set(ports) <= container_ports
 
 
 def test_an_attempt_is_what_its_ensure_driver_action_says() -> None:

@@ -43,7 +43,7 @@ def _template(**overrides: Any) -> dict[str, Any]:
 
 def test_each_pod_gets_its_own_scheduling() -> None:
     executor = _template(executor=GPU_NODES)["spec"]
-    driver = manifests.driver_pod(attempt(executor=GPU_NODES))["spec"]
+    driver = manifests.driver_pod_manifest(attempt(executor=GPU_NODES))["spec"]
     assert executor["nodeSelector"] == GPU_NODES["nodeSelector"]
     assert executor["tolerations"] == GPU_NODES["tolerations"]
     assert executor["affinity"] == GPU_NODES["affinity"]
@@ -52,7 +52,9 @@ def test_each_pod_gets_its_own_scheduling() -> None:
     assert not {"nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"} & set(
         driver
     )
-    driver = manifests.driver_pod(attempt(driver={"priorityClassName": "critical", "tolerations": [{"key": "a"}]}))
+    driver = manifests.driver_pod_manifest(
+        attempt(driver={"priorityClassName": "critical", "tolerations": [{"key": "a"}]})
+    )
     assert driver["spec"]["priorityClassName"] == "critical"
     assert driver["spec"]["tolerations"] == [{"key": "a", "operator": "Equal"}]  # unset fields left out
     assert "priorityClassName" not in _template(driver={"priorityClassName": "critical"})["spec"]
@@ -60,7 +62,7 @@ def test_each_pod_gets_its_own_scheduling() -> None:
 
 def test_a_pod_template_merges_over_the_typed_fields_which_win_on_conflict() -> None:
     template = {"spec": {"nodeSelector": {"pool": "x", "disk": "ssd"}, "tolerations": [{"key": "t"}]}}
-    pod = manifests.driver_pod(
+    pod = manifests.driver_pod_manifest(
         attempt(driver={"nodeSelector": {"pool": "y"}, "tolerations": [{"key": "u"}], "podTemplate": template})
     )
     assert pod["spec"]["nodeSelector"] == {"pool": "y", "disk": "ssd"}
@@ -68,9 +70,11 @@ def test_a_pod_template_merges_over_the_typed_fields_which_win_on_conflict() -> 
 
 
 def test_memory_overhead_sizes_the_driver_pod_and_spark_sizes_the_executors_with_it() -> None:
-    default = manifests.driver_pod(attempt(driver={"memory": "2g"}))["spec"]["containers"][0]["resources"]
+    default = manifests.driver_pod_manifest(attempt(driver={"memory": "2g"}))["spec"]["containers"][0]["resources"]
     assert default == {"requests": {"cpu": "1", "memory": "2867Mi"}, "limits": {"memory": "2867Mi"}}  # +40%
-    sized = manifests.driver_pod(attempt(driver={"memory": "2g", "memoryOverhead": "512m", "coreRequest": "500m"}))
+    sized = manifests.driver_pod_manifest(
+        attempt(driver={"memory": "2g", "memoryOverhead": "512m", "coreRequest": "500m"})
+    )
     assert sized["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "500m", "memory": "2560Mi"},
         "limits": {"memory": "2560Mi"},
@@ -88,7 +92,7 @@ def test_ephemeral_storage_and_extended_resources_are_requested_and_limited() ->
     for bound in ("requests", "limits"):
         assert resources[bound]["ephemeral-storage"] == "20Gi"
         assert resources[bound]["nvidia.com/gpu"] == "1"
-    driver = manifests.driver_pod(attempt(driver={"ephemeralStorage": "5Gi"}))["spec"]["containers"][0]
+    driver = manifests.driver_pod_manifest(attempt(driver={"ephemeralStorage": "5Gi"}))["spec"]["containers"][0]
     assert driver["resources"]["requests"]["ephemeral-storage"] == "5Gi"
     assert driver["resources"]["limits"]["ephemeral-storage"] == "5Gi"
     assert "nvidia.com/gpu" not in driver["resources"]["limits"]
@@ -98,7 +102,7 @@ def test_the_autoscalers_memory_quota_counts_the_memory_the_pods_request() -> No
     sized = {"driver": {"memory": "2g", "memoryOverhead": "1g"}, "executor": {"memory": "4g", "memoryOverhead": "3g"}}
     for overrides in ({}, sized):
         app = attempt(**overrides)
-        driver = manifests.driver_pod(app)["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        driver = manifests.driver_pod_manifest(app)["spec"]["containers"][0]["resources"]["limits"]["memory"]
         executor = _template(**overrides)["spec"]["containers"][0]["resources"]["limits"]["memory"]
         mib = [int(quantity.removesuffix("Mi")) for quantity in (driver, executor)]
         assert app_memory_mib(app.spec, 3) == mib[0] + 3 * mib[1]

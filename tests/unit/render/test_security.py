@@ -18,7 +18,7 @@ from tests.unit.builders import certificate
 
 
 def _pods(attempt: manifests.Attempt) -> dict[str, dict[str, Any]]:
-    return {"driver": manifests.driver_pod(attempt), "executor": manifests.executor_pod_template(attempt)}
+    return {"driver": manifests.driver_pod_manifest(attempt), "executor": manifests.executor_pod_template(attempt)}
 
 
 USER_TEMPLATES = [
@@ -150,7 +150,7 @@ def test_only_the_driver_mounts_the_control_certificate_and_serves_tls() -> None
     secret = manifests.control_secret(attempt, "token-1", made := certificate())
     assert secret["stringData"][control_tls.CERT_KEY] == made.certificate
     assert secret["stringData"][control_tls.KEY_KEY] == made.key
-    driver = manifests.driver_pod(attempt)
+    driver = manifests.driver_pod_manifest(attempt)
     (volume,) = [item for item in driver["spec"]["volumes"] if item["name"] == control_tls.VOLUME]
     assert volume["secret"]["secretName"] == "clicks-control"
     assert [item["key"] for item in volume["secret"]["items"]] == [control_tls.CERT_KEY, control_tls.KEY_KEY]
@@ -163,3 +163,22 @@ def test_only_the_driver_mounts_the_control_certificate_and_serves_tls() -> None
     executor = manifests.executor_pod_template(attempt)["spec"]
     assert control_tls.VOLUME not in str(executor) and "tls.key" not in str(executor)
     assert made.key not in str(manifests.attempt_objects(attempt))
+
+
+def test_network_policy_admits_the_admins_namespaces_to_the_metrics_and_ui_ports_only() -> None:
+    """Prometheus's namespaces reach the metrics port, an ingress controller's the Spark UI's (any pod there);
+    neither reaches Spark's RPC, the block manager or the control endpoint."""
+    peers = security.Peers(metrics_namespaces=("monitoring", "monitoring"), ui_namespaces=("ingress-nginx",))
+    attempt = dataclasses.replace(make_attempt(), operator_namespace="headrace-system", peers=peers)
+    (policy,) = [obj for obj in manifests.attempt_objects(attempt) if obj["kind"] == "NetworkPolicy"]
+    _, _, metrics, ui = policy["spec"]["ingress"]
+    monitoring = {"key": NAMESPACE_LABEL, "operator": "In", "values": ["monitoring"]}
+    assert metrics == {
+        "from": [{"namespaceSelector": {"matchExpressions": [monitoring]}}],
+        "ports": [{"protocol": "TCP", "port": contract.DEFAULT_METRICS_PORT}],
+    }
+    assert ui["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["ingress-nginx"]
+    assert ui["ports"] == [{"protocol": "TCP", "port": contract.SPARK_UI_PORT}]
+
+
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"

@@ -15,7 +15,10 @@ def test_the_state_keys_are_set_by_the_runtime_only() -> None:
     attempt = build_attempt(
         state__partitions=12, state__backend="hdfs", sparkConf={"spark.sql.session.timeZone": "UTC"}
     )
-    env = {item["name"]: item.get("value") for item in manifests.driver_pod(attempt)["spec"]["containers"][0]["env"]}
+    env = {
+        item["name"]: item.get("value")
+        for item in manifests.driver_pod_manifest(attempt)["spec"]["containers"][0]["env"]
+    }
     runtime_keys = state_store_conf(settings_from_env({key: value for key, value in env.items() if value}))
     assert runtime_keys["spark.sql.shuffle.partitions"] == "12"
     assert runtime_keys["spark.sql.streaming.stateStore.providerClass"].endswith("HDFSBackedStateStoreProvider")

@@ -1,0 +1,71 @@
+"""`kubectl drain` of the driver's node on the multi-node cluster (issue 23): a handover, not a crash.
+
+The app's PodDisruptionBudget refuses the eviction of its writing driver, so the drain retries; the cordon tells the
+operator to warm the next driver on the other worker while the old one keeps processing, then to stop the old one
+at a batch boundary and promote the new one (the same run, its next attempt); the drain then finds the driver gone
+and completes. The processing pause is the longest gap between committed batches around the move; the sink then
+holds every event exactly once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import time
+
+import pytest
+
+from headrace.api import names
+from testbed import build, scenario
+from testbed.environment import Environment
+from testbed.kind.cluster import PodmanKindCluster
+
+from .apps import assert_every_event_counted_once, committing_app, current_driver, event_reasons
+
+pytestmark = pytest.mark.e2e
+
+DRAIN_TIMEOUT = 300
+REFUSED = "violate the pod's disruption budget"  # what kubectl drain says while the budget refuses an eviction
+
+
+def _drain(cluster: PodmanKindCluster, node: str) -> subprocess.Popen[str]:
+    command = [
+        str(build.binary("kubectl")), "--kubeconfig", str(cluster.kubeconfig_path),
+        "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={DRAIN_TIMEOUT}s",
+    ]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _longest_pause(times: list[float]) -> float:
+    return max((later - earlier for earlier, later in itertools.pairwise(times)), default=0.0)
+
+
+def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_until_then(
+    kind_cluster: PodmanKindCluster, headrace: Environment
+) -> None:
+    with committing_app(headrace) as app:
+        app.wait(lambda: current_driver(app).metadata.labels.get(names.WRITER) == "true", 120, "the writer")
+        with scenario.Writer(app.input):
+            old = current_driver(app)
+            node = old.spec.node_name
+            began = time.time()
+            drain = _drain(kind_cluster, node)
+            try:
+                output, _ = drain.communicate(timeout=DRAIN_TIMEOUT + 30)
+            finally:
+                if drain.poll() is None:
+                    drain.kill()
+                    drain.communicate()
+                kind_cluster.kubectl("uncordon", node)
+            drained = time.time() - began
+            assert drain.returncode == 0, output
+            assert REFUSED in output, f"the drain was never held by the budget:\n{output}"
+            new = current_driver(app)
+            assert new.metadata.name != old.metadata.name and new.spec.node_name != node
+            run = app.status()["run"]
+            assert (run["number"], run["attempt"]) == (1, 2), run  # the same checkpoint: moved, not restarted
+            assert {"DriverMoving", "UpgradePrewarmed", "StandbyPromoted"} <= event_reasons(app)
+            app.wait(app.driver_commits, 120, "a batch by the moved driver")
+            pause = _longest_pause(app.commit_times_after(began - 10))
+            print(f"drain of {node}: {drained:.0f} s; longest pause between batches around the move: {pause:.1f} s")
+        assert_every_event_counted_once(app)
