@@ -28,7 +28,7 @@ from headrace.adapters.connect import api_client, current_namespace
 from headrace.adapters.kube import KubeClient
 from headrace.api import crd, models, names
 from headrace.api import runtime_contract as contract
-from headrace.render.manifests import DRIVER_CONTAINER
+from headrace.render.manifests import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 from headrace.render.savepoints import savepoint_resource
 
 # Relative to the working directory: run `headrace crds` from a checkout (the Makefile does).
@@ -402,50 +402,83 @@ def command_rescale(args: argparse.Namespace) -> int:
     return _wait_for(args, kube, "rescale", args.executors) if args.wait else 0
 
 
-def log_source(app: dict[str, Any], previous: bool) -> tuple[str | None, str]:
-    """The driver pod whose log `headrace logs` shows (None: none to show), and what to say about it: the current
-    attempt's, or with `previous` the attempt before it (in the same run)."""
+def log_source(app: dict[str, Any], previous: bool, executor: int | None = None) -> tuple[str | None, str, str]:
+    """The pod whose log `headrace logs` shows (None: none to show), its container, and what to say about it: the
+    current attempt's driver (or its executor `executor`), or with `previous` the attempt before's driver (in the
+    same run; once that pod is gone, `kept_log` reads the copy the operator kept)."""
     status = app.get("status") or {}
     run = status.get("run") or {}
     if not run:
-        return None, "no driver has been started yet"
+        return None, DRIVER_CONTAINER, "no driver has been started yet"
+    if executor is not None:
+        prefix = names.executor_prefix(app["metadata"]["name"], run["number"], run["attempt"])
+        about = f"executor {executor} of run {run['number']}, attempt {run['attempt']}"
+        return f"{prefix}-exec-{executor}", EXECUTOR_CONTAINER, about
     if not previous:
-        return str(run["driverPod"]), f"run {run['number']}, attempt {run['attempt']}"
+        return str(run["driverPod"]), DRIVER_CONTAINER, f"run {run['number']}, attempt {run['attempt']}"
     if run["attempt"] <= 1:
-        return None, f"run {run['number']} has had one attempt only"
+        return None, DRIVER_CONTAINER, f"run {run['number']} has had one attempt only"
     restarts = status.get("restarts") or {}
     last = f"{restarts.get('lastFailureReason')}: {restarts.get('lastFailureMessage')}"
     attempt = run["attempt"] - 1
-    return names.driver_pod(app["metadata"]["name"], run["number"], attempt), (
-        f"run {run['number']}, attempt {attempt}; its failure as recorded: {last}"
+    return (
+        names.driver_pod(app["metadata"]["name"], run["number"], attempt),
+        DRIVER_CONTAINER,
+        (f"run {run['number']}, attempt {attempt}; its failure as recorded: {last}"),
     )
 
 
+def kept_log(kube: KubeClient, namespace: str, app: str) -> tuple[str, str] | None:
+    """The log tail the operator kept of the app's last driver that ended (its ConfigMap `<app>-driver-log`), and
+    what to say about it; None when none was kept."""
+    try:
+        data = kube.core.read_namespaced_config_map(names.driver_log(app), namespace).data or {}
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    about = f"driver {data.get('pod')}, which ended; the last {len(data.get('log', ''))} characters of its log, kept "
+    return data.get("log", ""), about + f"at {data.get('savedAt')}"
+
+
+def _stream(kube: KubeClient, pod: str, namespace: str, container: str) -> None:
+    response: Any = kube.core.read_namespaced_pod_log(
+        pod, namespace, container=container, follow=True, _preload_content=False
+    )
+    for chunk in response.stream():
+        sys.stdout.write(chunk.decode(errors="replace"))
+
+
 def command_logs(args: argparse.Namespace) -> int:
-    """`headrace logs APP [--previous] [-f]`: the driver's log, or the attempt before's while its pod exists."""
+    """`headrace logs APP [--previous] [-f] [--executor N]`: the driver's log (or an executor's); with --previous
+    the driver that ended before the current one: its pod while it exists, else the tail the operator kept."""
+    if args.previous and args.executor is not None:
+        print("--previous is for drivers: executor pods are deleted when they end", file=sys.stderr)
+        return 2
     kube = _client(args)
     app = kube.get_app(args.namespace, args.app)
     if app is None:
         print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
         return 1
-    pod, about = log_source(app, args.previous)
-    print(f"# {about}", file=sys.stderr)
-    if pod is None:
-        return 1
+    pod, container, about = log_source(app, args.previous, args.executor)
     try:
-        if args.follow:
-            response: Any = kube.core.read_namespaced_pod_log(
-                pod, args.namespace, container=DRIVER_CONTAINER, follow=True, _preload_content=False
-            )
-            for chunk in response.stream():
-                sys.stdout.write(chunk.decode(errors="replace"))
+        if pod is not None and args.follow and not args.previous:
+            print(f"# {about}", file=sys.stderr)
+            _stream(kube, pod, args.namespace, container)
             return 0
-        text = kube.core.read_namespaced_pod_log(pod, args.namespace, container=DRIVER_CONTAINER)
+        text = kube.core.read_namespaced_pod_log(pod, args.namespace, container=container) if pod else None
     except ApiException as error:
-        if error.status == 404:
-            print(f"driver pod {pod} is gone (a new attempt's start deletes the one before)", file=sys.stderr)
-            return 1
-        raise
+        if error.status != 404:
+            raise
+        text = None
+        about = f"{about}: pod {pod} is gone"
+    if text is None and args.previous:
+        kept = kept_log(kube, args.namespace, args.app)
+        if kept is not None:
+            text, about = kept
+    print(f"# {about}", file=sys.stderr)
+    if text is None:
+        return 1
     sys.stdout.write(text)
     return 0
 
@@ -511,10 +544,13 @@ def _add_app_commands(commands: Any) -> None:
     rescale.add_argument("app")
     rescale.add_argument("executors", type=int)
     rescale.set_defaults(func=command_rescale)
-    logs = commands.add_parser("logs", parents=[common], help="the driver's log (--previous: the attempt before's)")
+    logs = commands.add_parser("logs", parents=[common], help="the driver's log (--previous: the one that ended)")
     logs.add_argument("app")
-    logs.add_argument("--previous", action="store_true", help="the previous attempt's driver, while its pod exists")
+    logs.add_argument(
+        "--previous", action="store_true", help="the driver that ended before the current one (its kept log tail)"
+    )
     logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument("--executor", type=int, default=None, metavar="N", help="executor N of the current attempt")
     logs.set_defaults(func=command_logs)
     ui = commands.add_parser("ui", parents=[common], help="forward a local port to the app's Spark UI, print its URL")
     ui.add_argument("app")

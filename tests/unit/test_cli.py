@@ -48,12 +48,14 @@ def _with_run(attempt: int | None) -> dict[str, Any]:
     return {"metadata": {"name": "clicks"}, "status": {"run": run, "restarts": restarts}}
 
 
-def test_which_drivers_log() -> None:
-    assert cli.log_source(_with_run(3), previous=False) == ("clicks-r2-a3-driver", "run 2, attempt 3")
-    pod, about = cli.log_source(_with_run(3), previous=True)
-    assert pod == "clicks-r2-a2-driver" and "ScriptExited: the script exited with 2" in about
-    assert cli.log_source(_with_run(1), previous=True)[0] is None  # no attempt before it in this run
-    assert cli.log_source(_with_run(None), previous=False) == (None, "no driver has been started yet")
+def test_which_pods_log() -> None:
+    assert cli.log_source(_with_run(3), previous=False) == ("clicks-r2-a3-driver", "driver", "run 2, attempt 3")
+    pod, container, about = cli.log_source(_with_run(3), previous=True)
+    assert (pod, container) == ("clicks-r2-a2-driver", "driver") and "ScriptExited: the script exited with 2" in about
+    assert cli.log_source(_with_run(1), previous=True)[0] is None  # none in this run: the kept log tail is read
+    assert cli.log_source(_with_run(None), previous=False)[::2] == (None, "no driver has been started yet")
+    # Spark names executor pods <spark.kubernetes.executor.podNamePrefix>-exec-<id>; their container is "executor".
+    assert cli.log_source(_with_run(3), previous=False, executor=4)[:2] == ("clicks-r2a3-exec-4", "executor")
 
 
 def _at(run: int, attempt: int, *, pending: bool = False, refused: str = "") -> dict[str, Any]:

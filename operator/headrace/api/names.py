@@ -63,6 +63,11 @@ def ui_service(app: str) -> str:
     return _fit(app, "ui")
 
 
+def driver_log(app: str) -> str:
+    """The app's ConfigMap holding the tail of the log of its last driver that ended (`headrace logs --previous`)."""
+    return _fit(app, "driver-log")
+
+
 def config_map(app: str, run: int, attempt: int) -> str:
     """Spark configuration and executor pod template of one attempt."""
     return _fit(app, f"r{run}-a{attempt}-conf")
