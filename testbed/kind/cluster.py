@@ -121,6 +121,16 @@ def _iptables_rules() -> frozenset[str]:
     return frozenset(rules)
 
 
+# Only what podman's network stack (netavark) makes is the cluster's: its bridges and veths, its iptables chains. The
+# single-node testbed and benches of other users on a shared machine make links (hr0, veth<hex>) and KUBE-/CNI- rules
+# of their own at any time.
+_PODMAN_LINK = re.compile(r"^(podman|veth)[0-9]+$")
+
+
+def _link_name(line: str) -> str:
+    return re.sub(r"@\S+", "", line.split(":")[1].strip())
+
+
 def _cluster_mount(point: str) -> bool:
     """A mount a node container makes (its network namespace, its volumes and bind mounts). Not the overlay root
     filesystems under podman's storage: other users' podman (image builds, their containers) mount and unmount those
@@ -132,16 +142,17 @@ _OVERLAY_STORAGE = "/var/lib/containers/storage/overlay"
 
 
 def host_state() -> HostState:
-    """The host's containers, volumes, networks, netdevs, container mounts and iptables rules now."""
+    """The host's podman containers, volumes and networks, and podman's netdevs, container mounts and iptables rules
+    now."""
     links = subprocess.run(["ip", "-o", "link", "show"], check=True, capture_output=True, text=True).stdout
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     return HostState(
         containers=frozenset(_podman("ps", "-a", "--format", "{{.Names}}").split()),
         volumes=frozenset(_podman("volume", "ls", "--format", "{{.Name}}").split()),
         networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
-        links=frozenset(re.sub(r"@\S+", "", line.split(":")[1].strip()) for line in links.splitlines()),
+        links=frozenset(name for line in links.splitlines() if _PODMAN_LINK.match(name := _link_name(line))),
         mounts=frozenset(line.split()[4] for line in mounts if _cluster_mount(line.split()[4])),
-        iptables=_iptables_rules(),
+        iptables=frozenset(rule for rule in _iptables_rules() if "NETAVARK" in rule),
     )
 
 
