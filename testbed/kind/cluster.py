@@ -132,10 +132,13 @@ def _link_name(line: str) -> str:
 
 
 def _cluster_mount(point: str) -> bool:
-    """A mount a node container makes (its network namespace, its volumes and bind mounts). Not the overlay root
+    """A mount a node container makes (podman's network namespace, its volumes and bind mounts); not a containerd
+    network namespace of another user's single-node testbed (under its own state directory). Not the overlay root
     filesystems under podman's storage: other users' podman (image builds, their containers) mount and unmount those
     all the time on a shared machine; a node's is gone with its container, which the check sees."""
-    return ("/containers/" in point or "netns" in point) and not point.startswith(_OVERLAY_STORAGE)
+    return (point.startswith(("/run/netns/", "/var/run/netns/")) or "/containers/" in point) and not point.startswith(
+        _OVERLAY_STORAGE
+    )
 
 
 _OVERLAY_STORAGE = "/var/lib/containers/storage/overlay"
@@ -182,6 +185,17 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         # kind returns once every node joined; the nodes turn Ready once kube-router has set up their
         # pod network, and cluster DNS once CoreDNS runs on it.
         self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={READY_TIMEOUT_SECONDS}s")
+        # kube-router fills its set of pod ranges (whose traffic it does not masquerade) when it starts: the control
+        # plane's started before the workers joined and knows only its own range, so its pods' traffic to the
+        # workers' pods left masqueraded as the node, which NetworkPolicies then judged (the operator's calls to a
+        # driver were rejected). Restarted now, it knows every node's.
+        control_plane = f"spec.nodeName={self.name}-control-plane"
+        self.kubectl(
+            "delete", "pod", "-n", "kube-system", "-l", "k8s-app=kube-router", "--field-selector", control_plane
+        )
+        self.kubectl(
+            "rollout", "status", "-n", "kube-system", "daemonset/kube-router", f"--timeout={READY_TIMEOUT_SECONDS}s"
+        )
         # Cluster DNS runs on the control-plane node (kind puts it anywhere): a test's worker lost, partitioned or
         # drained must not take the cluster's DNS with it.
         on_control_plane = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}}

@@ -134,3 +134,4 @@ def test_the_leak_check_counts_podmans_links_and_rules_not_the_single_node_testb
     assert cluster._PODMAN_LINK.match(cluster._link_name("9: veth3@if2: <BROADCAST> mtu 1500"))
     assert not cluster._PODMAN_LINK.match(cluster._link_name("5: hr0: <BROADCAST> mtu 1500"))
     assert not cluster._PODMAN_LINK.match(cluster._link_name("6: veth50ba2e3d@if2: <BROADCAST> mtu 1500"))
+    assert not cluster._cluster_mount("/tmp/headrace-bench-1/cluster/node/containerd/state/cri/netns/cni-1")
