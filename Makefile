@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 
-.PHONY: setup lint test unit quickstart results clicks down bench crds
+.PHONY: setup lint test unit quickstart results clicks down bench crds images
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --user 'uv==0.13.9'
@@ -50,3 +50,9 @@ bench: setup
 	PYTHONPATH=. $(UV) run python bench/operator_scale.py
 	PYTHONPATH=. $(UV) run python bench/runtime_overhead.py
 	PYTHONPATH=. $(UV) run python bench/lifecycle.py
+
+# Build the operator and Spark images and push them to $(REGISTRY)/headrace/{operator,spark}:<version>
+# (log in first with `podman login`; docs/app-image.md).
+images: setup
+	@test -n "$(REGISTRY)" || { echo "usage: make images REGISTRY=registry.example.com[:port][/path]"; exit 2; }
+	$(UV) run python -m testbed.images push --registry $(REGISTRY)

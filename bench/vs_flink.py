@@ -285,7 +285,12 @@ class Producer:
         self.behind_since: float | None = None  # when the producer last fell a second behind its rate
         self._aimed = 0  # how many times the rate or topic changed
         self._client = KafkaProducer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": 1, "queue.buffering.max.messages": 2_000_000}
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 20,
+                "enable.idempotence": True,  # a retried request never adds copies (the sink check counts events)
+                "queue.buffering.max.messages": 2_000_000,
+            }
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -357,7 +362,9 @@ class SinkWatcher:
         self.committed = committed
         self.first_seen: dict[int, float] = {}  # window start (epoch ms) -> wall clock
         self.hits: Counter[int] = Counter()
+        self.rows: Counter[tuple[int, str]] = Counter()  # (window start, user) -> rows read: 1 when exactly once
         self._read: set[Path] = set()
+        self._scanning = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -368,7 +375,12 @@ class SinkWatcher:
                 self.scan()
 
     def scan(self) -> None:
-        """Read the files committed since the last scan."""
+        """Read the files committed since the last scan (one scan at a time: check_sink scans beside the thread, and
+        a file both listed before either read it was counted twice)."""
+        with self._scanning:
+            self._scan()
+
+    def _scan(self) -> None:
         for path in self.committed():
             if path in self._read:
                 continue
@@ -381,6 +393,7 @@ class SinkWatcher:
                 start = int(moment.timestamp()) * 1000
                 self.first_seen.setdefault(start, seen)
                 self.hits[start] += int(row["hits"])
+                self.rows[start, row["user_id"]] += 1
             self._read.add(path)
 
     def close(self) -> None:
@@ -695,6 +708,9 @@ class Figures:
     windows_checked: int = 0
     windows_wrong: int = 0
     wrong: list[tuple[int, int, int]] = field(default_factory=list)  # window start, hits in the sink, events
+    repeated_rows: dict[int, int] = field(default_factory=dict)  # wrong window start -> its rows read more than once
+    produced_events: int = 0  # events the producer sent to the engine's topic
+    topic_events: int = 0  # events the topic holds (more than sent: the producer's retries duplicated some)
 
 
 def _lag(engine: Engine, consumer: Any, topic: str) -> int:
@@ -781,9 +797,14 @@ def recovery(engine: Engine) -> float:
     return float(min(first)) - killed
 
 
-def check_sink(engine: Engine, producer: Producer, topic: str, watcher: SinkWatcher, figures: Figures) -> None:
+def check_sink(
+    engine: Engine, producer: Producer, topic: str, watcher: SinkWatcher, figures: Figures, *, consumer: Any
+) -> None:
     """With the producer stopped and the engine settled: the windows emitted before the last one (every row of
-    theirs is committed by then) against the events produced in them."""
+    theirs is committed by then) against the events produced in them. Also what tells a wrong window's cause: the
+    events in the topic against those sent (the producer's retries after a timed-out request would add copies:
+    hence its idempotence), and the rows of the window read more than once (the sink emitted it twice) rather than
+    counted twice (the state did)."""
     engine.settle()
     watcher.scan()
     latest = max(watcher.first_seen, default=0)
@@ -794,6 +815,11 @@ def check_sink(engine: Engine, producer: Producer, topic: str, watcher: SinkWatc
         if watcher.hits[start] != producer.produced[topic, start]
     ]
     figures.windows_checked, figures.windows_wrong = len(windows), len(figures.wrong)
+    wrong = {start for start, _, _ in figures.wrong}
+    repeated = Counter(start for (start, _), count in watcher.rows.items() if start in wrong and count > 1)
+    figures.repeated_rows = {start: repeated[start] for start in sorted(wrong)}
+    figures.produced_events = sum(count for (into, _), count in producer.produced.items() if into == topic)
+    figures.topic_events = sum(end_offsets(consumer, topic).values())
 
 
 def measure(
@@ -828,7 +854,7 @@ def measure(
         log(f"  {engine.name}: recovered in {figures.recovery_s:.1f} s")
         time.sleep(shape.window_seconds + shape.watermark_seconds + 2 * shape.trigger_seconds)  # a window after it
         producer.aim("", 0)
-        check_sink(engine, producer, topic, watcher, figures)
+        check_sink(engine, producer, topic, watcher, figures, consumer=consumer)
         return figures
     finally:
         producer.aim("", 0)
@@ -938,9 +964,17 @@ def report(flink: Figures, headrace: Figures, realtime: dict[str, Any], shape: S
          f"{headrace.windows_checked}, {headrace.windows_wrong}", ""),
     ]  # fmt: skip
     for figures, name in ((flink, "Flink"), (headrace, "Headrace")):
-        for start, hits, produced in figures.wrong[:5]:
+        if figures.topic_events != figures.produced_events:
+            notes.append(
+                f"{name}'s topic holds {figures.topic_events:,} events, the producer sent {figures.produced_events:,}"
+            )
+        for start, hits, produced in figures.wrong:
             moment = datetime.fromtimestamp(start / 1000, UTC).strftime(WINDOW_FORMAT)
-            notes.append(f"{name}: window {moment} holds {hits} events in the sink, {produced} were produced")
+            repeated = figures.repeated_rows.get(start, 0)
+            notes.append(
+                f"{name}: window {moment} holds {hits} events in the sink, {produced} were produced; "
+                f"{repeated} of its rows read more than once"
+            )
     widths = [max(len(str(row[i])) for row in [("", "Flink", "Headrace", "Headrace/Flink"), *rows]) for i in range(4)]
     lines = [
         f"{shape.window_seconds} s tumbling windows, {shape.watermark_seconds} s watermark, checkpoint/trigger "

@@ -3,11 +3,14 @@
 Owns: the local Debian base image (``debootstrap --variant=minbase`` made to look like the official
 ``debian:bookworm-slim``), building the targets of the repository's ``Dockerfile`` with podman,
 the cache of OCI archives under ``~/.cache/headrace/images`` keyed by a digest of the build inputs
-(an unchanged tree never rebuilds), and importing an archive into a containerd.
+(an unchanged tree never rebuilds), pushing an image to a registry (``podman push``), and importing an archive
+into a containerd (the quick start's shortcut; tests pull from the testbed registry, testbed.registry).
 Never: runs a container (``podman run`` cannot set its rlimits here; containers run under
-containerd), pushes anywhere, or writes inside the repository.
+containerd), or writes inside the repository.
 
-Command: ``python -m testbed.images build [--target operator|spark]``.
+Commands: ``python -m testbed.images build [--target operator|spark]``;
+``python -m testbed.images push --registry HOST[:PORT][/PATH] [--target T] [--creds U:P] [--cert-dir D]``
+(what ``make images REGISTRY=...`` runs: build, then push ``<registry>/headrace/<target>:<version>``).
 """
 
 from __future__ import annotations
@@ -164,6 +167,24 @@ def index_with_references(index: dict[str, Any], references: Iterable[str]) -> d
     return {**index, "manifests": named}
 
 
+def pushed_reference(registry: str, target: str, tag: str | None = None) -> str:
+    """Where a target's image goes in a registry: ``<registry>/headrace/<target>:<version>``."""
+    _check_target(target)
+    return f"{registry.rstrip('/')}/headrace/{target}:{tag or headrace.__version__}"
+
+
+def podman_push_command(
+    source: str, destination: str, creds: str | None = None, cert_dir: Path | None = None
+) -> list[str]:
+    """The ``podman push`` of a local image to a registry (TLS verified; `cert_dir` holds a private CA)."""
+    command = ["podman", "push", "--quiet", "--tls-verify=true"]
+    if cert_dir is not None:
+        command += ["--cert-dir", str(cert_dir)]
+    if creds is not None:
+        command += ["--creds", creds]
+    return [*command, source, f"docker://{destination}"]
+
+
 def containerd_import_command(archive: Path, address: str, namespace: str) -> list[str]:
     """The ``ctr`` invocation importing an OCI archive into a containerd."""
     return ["ctr", "-a", address, "-n", namespace, "images", "import", "--all-platforms", str(archive)]
@@ -211,8 +232,15 @@ def archive_path(target: str, root: Path | None = None) -> Path:
 # --- effects --------------------------------------------------------------------------------------
 
 
+def shown_command(command: list[str]) -> str:
+    """A command as printed: the value of ``--creds`` masked."""
+    return " ".join(
+        "***" if previous == "--creds" else part for previous, part in zip(["", *command[:-1]], command, strict=True)
+    )
+
+
 def _run(command: list[str], *, quiet: bool = False) -> None:
-    print("+", " ".join(command), flush=True)
+    print("+", shown_command(command), flush=True)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL if quiet else None)
 
 
@@ -335,6 +363,39 @@ def build_all() -> dict[str, Path]:
     return {target: build_image(target) for target in TARGETS}
 
 
+def push_image(target: str, destination: str, *, creds: str | None = None, cert_dir: Path | None = None) -> str:
+    """Build (or reuse) a target's image and push it to `destination` (a full reference); return it.
+
+    The image is loaded from its cached archive when podman's store no longer has it. Layers a registry
+    already holds are not uploaded again (podman asks first), so pushing an unchanged tree is quick.
+    """
+    return push(in_podman(target), destination, creds=creds, cert_dir=cert_dir)
+
+
+def push(local: str, destination: str, *, creds: str | None = None, cert_dir: Path | None = None) -> str:
+    """Push an image of podman's store to `destination` (a full reference); return it."""
+    _run(podman_push_command(local, destination, creds, cert_dir), quiet=True)
+    return destination
+
+
+def in_podman(target: str) -> str:
+    """A target's image in podman's store (built, or loaded from its cached archive, when missing); its name."""
+    archive = build_image(target)
+    with exclusive(images_cache() / f".{target}.lock"):
+        if not _podman_has_image(image_ref(target)):
+            _run(["podman", "load", "--quiet", "-i", str(archive)], quiet=True)
+    return image_ref(target)
+
+
+def build_app_image(context: Path, reference: str) -> str:
+    """Build an application image whose Dockerfile (in `context`) starts ``FROM ${BASE}``, BASE being this
+    tree's Spark image (docs/app-image.md); tag it `reference` in podman's store and return it."""
+    base = in_podman("spark")
+    _run(["podman", "build", "--network", "host", "--pull=never", "--build-arg", f"BASE={base}",
+          "-t", reference, str(context)], quiet=True)  # fmt: skip
+    return reference
+
+
 def import_into_containerd(archive: Path, address: str, namespace: str = "k8s.io") -> None:
     """Import an archive (both its tags) into the containerd listening on `address`."""
     _run(containerd_import_command(archive, address, namespace), quiet=True)
@@ -371,7 +432,17 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the images that are missing")
     build.add_argument("--target", choices=TARGETS, action="append", help="one target (repeatable); default all")
+    push = commands.add_parser("push", help="build what is missing, then push to a registry")
+    push.add_argument("--registry", required=True, help="HOST[:PORT][/PATH]; images go to <registry>/headrace/<target>")
+    push.add_argument("--target", choices=TARGETS, action="append", help="one target (repeatable); default all")
+    push.add_argument("--creds", help="USER:PASSWORD (default: what `podman login` stored)")
+    push.add_argument("--cert-dir", type=Path, help="a directory of CA certificates (*.crt) the registry's TLS needs")
     arguments = parser.parse_args(argv)
+    if arguments.command == "push":
+        for target in arguments.target or TARGETS:
+            destination = pushed_reference(arguments.registry, target)
+            print(push_image(target, destination, creds=arguments.creds, cert_dir=arguments.cert_dir), flush=True)
+        return 0
     reports = [_timed_build(target) for target in arguments.target or TARGETS]
     for report in reports:
         print(report.line())

@@ -40,7 +40,7 @@ from headrace.controller.workqueue import WorkQueue
 
 logger = logging.getLogger(__name__)
 
-FINALIZER = f"{models.GROUP}/dispose-savepoint-files"
+FINALIZER = names.DISPOSE_FINALIZER
 # (StreamingSavepoint body, tries so far, seconds since the first) -> None: done; (seconds, why): try again then
 Dispose = Callable[[dict[str, Any], int, float], tuple[float, str] | None]
 

@@ -78,6 +78,16 @@ def run_app(app: str, args: Sequence[str], log: Path, timeout: float = 240) -> N
     assert code == 0, f"{app} exited with {code}:\n" + log.read_text()[-4000:]
 
 
+def run_on_files(app: str, tmp_path: Path, *options: str) -> Path:
+    """Run the app once over the files under `tmp_path`/in, a file a batch (--available-now), with its own
+    `options`; returns its output directory."""
+    out = tmp_path / "out"
+    files = ["--source", "files", "--input", str(tmp_path / "in"), "--output", str(out)]
+    once = ["--checkpoint", str(tmp_path / "ck"), "--available-now", "--max-files-per-trigger", "1"]
+    run_app(app, [*files, *once, *options], tmp_path / "app.log")
+    return out
+
+
 def group_state(
     schema: Any, value: tuple[Any, ...] | None = None, watermark_ms: int = 0, timed_out: bool = False
 ) -> Any:

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from apps.common.generate import write_batches
-from tests.apps.support import load_transforms, run_app
+from tests.apps.support import load_transforms, run_on_files
 
 pytestmark = pytest.mark.spark
 T = load_transforms("enrichment-join")
@@ -92,27 +92,16 @@ def test_app_end_to_end_on_files(spark: SparkSession, tmp_path: Path) -> None:
     write_batches(tmp_path / "in" / "payments", PAYMENTS, "payments", first_mtime=1_700_000_000)
     customers = tmp_path / "customers.json"
     customers.write_text("".join(json.dumps(c) + "\n" for c in CUSTOMERS))
-    out = tmp_path / "out"
-    args = [
-        "--source",
-        "files",
-        "--input",
-        str(tmp_path / "in"),
-        "--output",
-        str(out),
+    out = run_on_files(
+        "enrichment-join",
+        tmp_path,
         "--customers",
         str(customers),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--available-now",
-        "--max-files-per-trigger",
-        "1",
         "--pay-within",
         "15 minutes",
         "--orders-watermark",
         "5 minutes",
         "--payments-watermark",
         "5 minutes",
-    ]
-    run_app("enrichment-join", args, tmp_path / "app.log")
+    )
     assert selected(spark.read.parquet(str(out))) == EXPECTED

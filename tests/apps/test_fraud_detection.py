@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from apps.common.generate import write_batches
-from tests.apps.support import group_state, load_transforms, run_app
+from tests.apps.support import group_state, load_transforms, run_on_files
 
 T = load_transforms("fraud-detection")
 RULES = T.Rules(small_max=5.0, large_min=500.0, small_count=3, within_ms=10 * 60_000)
@@ -145,19 +145,9 @@ def test_matcher_forgets_a_card_when_its_small_payments_time_out() -> None:
 @pytest.mark.spark
 def test_app_end_to_end_on_files(spark: SparkSession, tmp_path: Path) -> None:
     write_batches(tmp_path / "in", INPUT_FILES, "payments", first_mtime=1_700_000_000)
-    out = tmp_path / "out"
-    args = [
-        "--source",
-        "files",
-        "--input",
-        str(tmp_path / "in"),
-        "--output",
-        str(out),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--available-now",
-        "--max-files-per-trigger",
-        "1",
+    out = run_on_files(
+        "fraud-detection",
+        tmp_path,
         "--small-max",
         "5",
         "--large-min",
@@ -166,6 +156,5 @@ def test_app_end_to_end_on_files(spark: SparkSession, tmp_path: Path) -> None:
         "3",
         "--within-seconds",
         "600",
-    ]
-    run_app("fraud-detection", args, tmp_path / "app.log")
+    )
     assert sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) == EXPECTED_ALERTS

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from apps.common.generate import write_batches
-from tests.apps.support import group_state, load_transforms, run_app
+from tests.apps.support import group_state, load_transforms, run_on_files
 
 T = load_transforms("sessionization")
 MINUTE = 60_000
@@ -101,25 +101,7 @@ INPUT_FILES = [
 @pytest.mark.spark
 def test_app_end_to_end_on_files(spark: SparkSession, tmp_path: Path) -> None:
     write_batches(tmp_path / "in", INPUT_FILES, "clicks", first_mtime=1_700_000_000)
-    out = tmp_path / "out"
-    args = [
-        "--source",
-        "files",
-        "--input",
-        str(tmp_path / "in"),
-        "--output",
-        str(out),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--available-now",
-        "--max-files-per-trigger",
-        "1",
-        "--gap-seconds",
-        "1800",
-        "--watermark",
-        "10 minutes",
-    ]
-    run_app("sessionization", args, tmp_path / "app.log")
+    out = run_on_files("sessionization", tmp_path, "--gap-seconds", "1800", "--watermark", "10 minutes")
     sessions = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect())
     assert sessions == [
         ("u1", at("10:00:00"), at("10:20:00"), 1200, 3, "/home", "/cart"),

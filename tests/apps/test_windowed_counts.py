@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from apps.common.generate import write_batches
-from tests.apps.support import load_transforms, run_app
+from tests.apps.support import load_transforms, run_on_files
 
 pytestmark = pytest.mark.spark
 T = load_transforms("windowed-counts")
@@ -101,19 +101,9 @@ INPUT_FILES = [
 
 def test_app_end_to_end_on_files_drops_late_events(spark: SparkSession, tmp_path: Path) -> None:
     write_batches(tmp_path / "in", INPUT_FILES, "clicks", first_mtime=1_700_000_000)
-    out = tmp_path / "out"
-    args = [
-        "--source",
-        "files",
-        "--input",
-        str(tmp_path / "in"),
-        "--output",
-        str(out),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--available-now",
-        "--max-files-per-trigger",
-        "1",
+    out = run_on_files(
+        "windowed-counts",
+        tmp_path,
         "--window",
         "1 minute",
         "--sliding-window",
@@ -122,8 +112,7 @@ def test_app_end_to_end_on_files_drops_late_events(spark: SparkSession, tmp_path
         "1 minute",
         "--watermark",
         "2 minutes",
-    ]
-    run_app("windowed-counts", args, tmp_path / "app.log")
+    )
 
     tumbling = spark.read.parquet(str(out / "tumbling"))
     assert rows(tumbling, "window_start", "page", "views") == [

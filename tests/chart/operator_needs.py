@@ -51,7 +51,7 @@ VERBS = {
 }
 METHOD = re.compile(
     r"^(?P<verb>delete_collection|get|read|list|create|delete|replace|patch)_"
-    r"(?:namespaced_|cluster_)?(?P<kind>[a-z_]+?)(?:_for_all_namespaces)?(?P<subresource>_status|_scale)?$"
+    r"(?:namespaced_|cluster_)?(?P<kind>[a-z_]+?)(?:_for_all_namespaces)?(?P<subresource>_status|_scale|_log)?$"
 )
 PLURALS = {"APP_PLURAL": models.APP_PLURAL, "SAVEPOINT_PLURAL": models.SAVEPOINT_PLURAL}
 

@@ -10,8 +10,6 @@ HEADRACE_RECORD_STATUSES=DIR the statuses are written there as JSON (how tests/g
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +21,7 @@ import yaml
 from testbed import scenario
 from testbed.controlplane import create_namespace, delete_namespace
 from tests.gitops.lua import assess
+from tests.gitops.recording import record_status
 
 from .conftest import E2E
 
@@ -66,21 +65,6 @@ def _startup_failing(app: scenario.AppHandle) -> dict[str, Any] | None:
     return degraded if degraded and degraded["reason"] == "StartupFailing" else None
 
 
-def _record(app: scenario.AppHandle, label: str) -> dict[str, Any]:
-    resource = app.app()
-    kept = {
-        "apiVersion": resource["apiVersion"],
-        "kind": resource["kind"],
-        "metadata": {key: resource["metadata"][key] for key in ("name", "namespace", "generation")},
-        "status": resource["status"],
-    }
-    target = os.environ.get("HEADRACE_RECORD_STATUSES")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        (Path(target) / f"{label}.json").write_text(json.dumps(kept, indent=2) + "\n")
-    return kept
-
-
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -97,7 +81,7 @@ def test_an_app_failing_at_start_is_startup_failing_and_degraded_to_argo_cd(
     assert "restarting cannot fix this" in degraded["message"], degraded
     status = app.status()
     assert status["restarts"]["startupFailures"] >= 1, status["restarts"]
-    resource = _record(app, f"{name}-{status.get('phase', 'none').lower()}")
+    resource = record_status(app.app(), f"{name}-{status.get('phase', 'none').lower()}")
     health, message = assess(LUA, resource, tmp_path, now=datetime.now(UTC))
     assert health == "Degraded" and "StartupFailing" in message, (health, message)
 

@@ -49,19 +49,29 @@ READY = condition("Ready", "True", "DriverRunning", "driver clicks-r1-a1-driver 
 NOT_READY = condition("Ready", "False", "DriverStarting", "driver clicks-r1-a2-driver is starting")
 HEALTHY = condition("Degraded", "False", "Healthy")
 
+
+def degraded(phase: str, reason: str, message: str, *others: dict[str, Any]) -> dict[str, Any]:
+    """An app in `phase` with its other conditions and Degraded True for `reason`."""
+    return app(app_status(phase, *others, condition("Degraded", "True", reason, message)))
+
+
+def restarting(ready: tuple[str, str], next_attempt: str, reason: str, message: str) -> dict[str, Any]:
+    """A Restarting app: why it is not Ready, when its next attempt is, why it is Degraded."""
+    progressing = condition("Progressing", "True", "Restarting", next_attempt)
+    return degraded("Restarting", reason, message, condition("Ready", "False", *ready), progressing)
+
+
+FINISHED = condition("Ready", "False", "Completed", "the job finished")
+
 APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "no status yet": (app(None), "Progressing", "waiting for the operator"),
     "running and ready": (app(app_status("Running", READY, HEALTHY)), "Healthy", "DriverRunning"),
     "running, recent restarts": (
-        app(app_status("Running", READY, condition("Degraded", "True", "RecentRestarts", "restarted 2 times"))),
+        degraded("Running", "RecentRestarts", "restarted 2 times", READY),
         "Healthy",
         "driver clicks-r1-a1-driver is running",
     ),
-    "completed": (
-        app(app_status("Completed", condition("Ready", "False", "Completed", "the job finished"))),
-        "Healthy",
-        "the job finished",
-    ),
+    "completed": (app(app_status("Completed", FINISHED)), "Healthy", "the job finished"),
     "running, not ready yet": (app(app_status("Running", NOT_READY)), "Progressing", "DriverStarting"),
     "stale generation": (app(app_status("Running", READY, observed=2)), "Progressing", "generation 3"),
     "no observed generation": (app({"phase": "Running", "conditions": [READY]}), "Progressing", "generation 3"),
@@ -72,25 +82,16 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "upgrading": (app(app_status("Upgrading", NOT_READY)), "Progressing", "phase Upgrading"),
     "restarting after a failure": (
-        app(
-            app_status(
-                "Restarting",
-                condition("Ready", "False", "DriverFailed", "exit code 1"),
-                condition("Progressing", "True", "Restarting", "next attempt in 4s"),
-                condition("Degraded", "True", "DriverFailed", "exit code 1"),
-            )
-        ),
+        restarting(("DriverFailed", "exit code 1"), "next attempt in 4s", "DriverFailed", "exit code 1"),
         "Progressing",
         "next attempt in 4s",
     ),
     "restarting past the restart budget": (
-        app(
-            app_status(
-                "Restarting",
-                condition("Ready", "False", "DriverFailed", "exit code 1"),
-                condition("Progressing", "True", "Restarting", "next attempt at 2026-11-21T12:05:00Z (in 300s)"),
-                condition("Degraded", "True", "RestartsExhausted", "more than 10 failures within 30m"),
-            )
+        restarting(
+            ("DriverFailed", "exit code 1"),
+            "next attempt at 2026-11-21T12:05:00Z (in 300s)",
+            "RestartsExhausted",
+            "more than 10 failures within 30m",
         ),
         "Degraded",
         "more than 10 failures within 30m",
@@ -98,39 +99,34 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "savepointing": (app(app_status("Savepointing", READY)), "Progressing", "phase Savepointing"),
     "rescaling": (app(app_status("Rescaling", READY)), "Progressing", "phase Rescaling"),
     "failed": (
-        app(
-            app_status(
-                "Failed",
-                condition("Ready", "False", "DriverFailed", "boom"),
-                condition("Degraded", "True", "DriverFailed", "boom; not restarting: more than 3 failures"),
-            )
+        degraded(
+            "Failed",
+            "DriverFailed",
+            "boom; not restarting: more than 3 failures",
+            condition("Ready", "False", "DriverFailed", "boom"),
         ),
         "Degraded",
         "not restarting: more than 3 failures",
     ),
     "failed without conditions": (app(app_status("Failed")), "Degraded", "phase Failed"),
-    "rolled back": (
-        app(app_status("RolledBack", READY, condition("Degraded", "True", "RolledBack", "rolled back to r1"))),
-        "Degraded",
-        "rolled back to r1",
-    ),
+    "rolled back": (degraded("RolledBack", "RolledBack", "rolled back to r1", READY), "Degraded", "rolled back to r1"),
     "running an older spec, the update is invalid": (
-        app(app_status("Running", READY, condition("Degraded", "True", "InvalidSpec", "spec.sparkConf: owned"))),
+        degraded("Running", "InvalidSpec", "spec.sparkConf: owned", READY),
         "Degraded",
         "InvalidSpec",
     ),
     "upgrade refused": (
-        app(app_status("Running", READY, condition("Degraded", "True", "UpgradeRefused", "needs a savepoint"))),
+        degraded("Running", "UpgradeRefused", "needs a savepoint", READY),
         "Degraded",
         "needs a savepoint",
     ),
     "a rolled-back spec is not retried": (
-        app(app_status("Running", READY, condition("Degraded", "True", "UpgradeNotRetried", "change the spec"))),
+        degraded("Running", "UpgradeNotRetried", "change the spec", READY),
         "Degraded",
         "UpgradeNotRetried",
     ),
     "the savepoint to restore is missing": (
-        app(app_status("Deploying", NOT_READY, condition("Degraded", "True", "RestoreSourceMissing", "no sp-9"))),
+        degraded("Deploying", "RestoreSourceMissing", "no sp-9", NOT_READY),
         "Degraded",
         "no sp-9",
     ),
@@ -140,30 +136,22 @@ APP_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "savepoint sp-1",
     ),
     "completed after restarts": (
-        app(
-            app_status(
-                "Completed",
-                condition("Ready", "False", "Completed", "the job finished"),
-                condition("Degraded", "True", "RecentRestarts", "restarted 1 times"),
-            )
-        ),
+        degraded("Completed", "RecentRestarts", "restarted 1 times", FINISHED),
         "Healthy",
         "the job finished",
     ),
     "failing at start": (
-        app(
-            app_status(
-                "Restarting",
-                condition("Ready", "False", "ScriptExited", "the script exited with 2"),
-                condition("Progressing", "True", "Restarting", "next attempt in 8s"),
-                condition("Degraded", "True", "StartupFailing", "the script exited with 2, the exit code of a usage"),
-            )
+        restarting(
+            ("ScriptExited", "the script exited with 2"),
+            "next attempt in 8s",
+            "StartupFailing",
+            "the script exited with 2, the exit code of a usage",
         ),
         "Degraded",
         "StartupFailing",
     ),
     "the next doomed driver runs": (
-        app(app_status("Running", READY, condition("Degraded", "True", "StartupFailing", "does not compile"))),
+        degraded("Running", "StartupFailing", "does not compile", READY),
         "Degraded",
         "does not compile",
     ),

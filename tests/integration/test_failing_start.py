@@ -9,7 +9,6 @@ With HEADRACE_RECORD_STATUSES=DIR the statuses are written there as JSON (tests/
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from kubernetes.client import ApiClient
 
 from testbed.operator_process import OperatorProcess
 from tests.gitops.lua import assess
+from tests.gitops.recording import record_status
 
 from .kube import (
     app_manifest,
@@ -33,20 +33,6 @@ from .kube import (
 
 LUA = Path(__file__).resolve().parents[2] / "charts" / "headrace" / "argocd" / "streamingapp.lua"
 USAGE_EXIT = json.dumps({"reason": "ScriptExited", "message": "the script exited with 2"})
-
-
-def _record(app: dict[str, Any], label: str) -> dict[str, Any]:
-    kept = {
-        "apiVersion": app["apiVersion"],
-        "kind": app["kind"],
-        "metadata": {key: app["metadata"][key] for key in ("name", "namespace", "generation")},
-        "status": app["status"],
-    }
-    target = os.environ.get("HEADRACE_RECORD_STATUSES")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        (Path(target) / f"{label}.json").write_text(json.dumps(kept, indent=2) + "\n")
-    return kept
 
 
 def _degraded_reason(app: dict[str, Any]) -> str | None:
@@ -70,7 +56,9 @@ def test_a_usage_error_is_startup_failing_while_it_restarts_and_while_the_next_d
     message = condition(failing, "Degraded")["message"]
     assert "usage error" in message and "the script exited with 2" in message, message
     assert failing["status"]["restarts"]["startupFailures"] == 1
-    health, said = assess(LUA, _record(failing, "integration-usage-error-restarting"), tmp_path, now=datetime.now(UTC))
+    health, said = assess(
+        LUA, record_status(failing, "integration-usage-error-restarting"), tmp_path, now=datetime.now(UTC)
+    )
     assert health == "Degraded" and "StartupFailing" in said, said
 
     def second_attempt() -> Any:
@@ -87,7 +75,9 @@ def test_a_usage_error_is_startup_failing_while_it_restarts_and_while_the_next_d
 
     running = wait_for(running_again, what="attempt 2 Running")
     assert _degraded_reason(running) == "StartupFailing", running["status"]["conditions"]
-    health, said = assess(LUA, _record(running, "integration-usage-error-running"), tmp_path, now=datetime.now(UTC))
+    health, said = assess(
+        LUA, record_status(running, "integration-usage-error-running"), tmp_path, now=datetime.now(UTC)
+    )
     assert health == "Degraded", said  # not Healthy while the next doomed driver runs
 
     failed_events = [event.message for event in events_for(api, namespace, "doomed") if event.reason == "DriverFailed"]

@@ -10,7 +10,8 @@ import pytest
 from kubernetes.client import ApiClient
 
 from headrace.adapters.kube import Conflict, Gone, KubeClient
-from headrace.render import security
+from headrace.api import names
+from headrace.render import manifests, security
 
 from .kube import app_manifest, create_app
 
@@ -108,3 +109,14 @@ def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, nam
     kube.custom.delete_namespaced_custom_object("headrace.dev", "v1alpha1", namespace, "streamingapps", "stale")
     with pytest.raises(Gone):
         kube.replace_app_status(body, {"phase": "Running"})
+
+
+def test_the_kept_driver_log_is_created_then_replaced(kube_api: ApiClient, namespace: str) -> None:
+    """The next driver that ends replaces the kept log as a whole (the operator's `update` on configmaps)."""
+    kube = KubeClient(kube_api)
+    app = _owner(kube, namespace, "clicks")
+    for pod, log in (("clicks-r1-a1-driver", "first\n"), ("clicks-r1-a2-driver", "second\n")):
+        kept = manifests.driver_log_config_map("clicks", namespace, app["uid"], pod=pod, log=log, saved_at="t")
+        kube.put_config_map(kept)
+    stored = kube.core.read_namespaced_config_map(names.driver_log("clicks"), namespace)
+    assert stored.data == {"pod": "clicks-r1-a2-driver", "savedAt": "t", "log": "second\n"}

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from kubernetes import client
@@ -107,6 +109,18 @@ def _lose(api: ApiClient, namespace: str, kubelet: Kubelet, pod: client.V1Pod) -
     assert stuck is not None and stuck.metadata.deletion_timestamp is not None  # Terminating, not gone
 
 
+@contextmanager
+def _driver_on_a_node(
+    api: ApiClient, namespace: str, **manifest: str
+) -> Iterator[tuple[Kubelet, client.V1Pod, LeaseHolder]]:
+    """The app's first driver runs on a kubeless node (the test loses it) and holds its Lease (`LeaseHolder`)."""
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node, **manifest))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            yield kubelet, old, holder
+
+
 def _assert_started_after_expiry(api: ApiClient, namespace: str, holder: LeaseHolder) -> client.V1Pod:
     following = wait_for(lambda: _running(api, namespace, 2), timeout=90, what="attempt 2 runs")
     assert _pod(api, namespace, 1) is None  # force-deleted
@@ -121,25 +135,22 @@ def _assert_started_after_expiry(api: ApiClient, namespace: str, holder: LeaseHo
 def test_a_partitioned_driver_that_still_renews_its_lease_is_never_force_deleted(
     operator: OperatorProcess, api: ApiClient, namespace: str
 ) -> None:
-    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
-        create_app(api, namespace, _manifest(node))
-        old = _first_driver(api, namespace, node)
-        with LeaseHolder(api, namespace, old.metadata.name) as holder:
-            _lose(api, namespace, kubelet, old)  # cut off from the operator and its kubelet, not from the API server
+    with _driver_on_a_node(api, namespace) as (kubelet, old, holder):
+        _lose(api, namespace, kubelet, old)  # cut off from the operator and its kubelet, not from the API server
 
-            def waiting() -> bool:
-                progressing = condition(get_app(api, namespace, APP), "Progressing") or {}
-                return progressing.get("reason") == fence.WAITING
+        def waiting() -> bool:
+            progressing = condition(get_app(api, namespace, APP), "Progressing") or {}
+            return progressing.get("reason") == fence.WAITING
 
-            wait_for(waiting, timeout=60, what="the operator waiting for the driver Lease")
-            until = time.monotonic() + 2 * (LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS)
-            while time.monotonic() < until:  # it keeps deciding (its fence polls every second) and keeps waiting
-                assert _pod(api, namespace, 1) is not None, "force-deleted while its driver renewed its Lease"
-                assert _pod(api, namespace, 2) is None, "a second driver while the first renewed its Lease"
-                time.sleep(0.5)
-            assert waiting()
-            holder.stop()  # it stops at last (the renew deadline, or the partition reached the API server too)
-            _assert_started_after_expiry(api, namespace, holder)
+        wait_for(waiting, timeout=60, what="the operator waiting for the driver Lease")
+        until = time.monotonic() + 2 * (LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS)
+        while time.monotonic() < until:  # it keeps deciding (its fence polls every second) and keeps waiting
+            assert _pod(api, namespace, 1) is not None, "force-deleted while its driver renewed its Lease"
+            assert _pod(api, namespace, 2) is None, "a second driver while the first renewed its Lease"
+            time.sleep(0.5)
+        assert waiting()
+        holder.stop()  # it stops at last (the renew deadline, or the partition reached the API server too)
+        _assert_started_after_expiry(api, namespace, holder)
         assert kubelet.live_seen == []
 
 

@@ -109,7 +109,7 @@ def test_a_killed_drivers_lease_is_released_with_its_pods_deletion_so_the_next_d
     killed = _killed()
     plan = decide(view(status=status), Observation(drivers=(killed,), lease=_lease(1)), later(2))
     assert [action.holder for action in plan.actions if isinstance(action, ReleaseDriverLease)] == [OLD.name]
-    assert DeletePod(name=OLD.name, reason="replaced by a new attempt") in plan.actions
+    assert DeletePod(name=OLD.name, reason="replaced by a new attempt", keep_log=True) in plan.actions
     started = decide(view(status=plan.status), Observation(lease=_lease(2, None)), later(3))
     (ensure,) = [action for action in started.actions if isinstance(action, EnsureDriver)]
     assert (ensure.attempt, ensure.check_only) == (2, False)

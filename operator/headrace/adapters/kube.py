@@ -25,6 +25,7 @@ from headrace.core.election import release as released_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
+LOG_TIMEOUT_SECONDS = 10.0  # reading an ended driver's log tail from its kubelet
 
 
 class Conflict(Exception):
@@ -323,6 +324,35 @@ class KubeClient:
                 raise
             return False
         return True
+
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str | None:
+        """The last `lines` lines of a container's log (None when the pod or its log is gone)."""
+        try:
+            text = self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=lines, _request_timeout=LOG_TIMEOUT_SECONDS
+            )
+        except ApiException as error:
+            if error.status in (HTTP_NOT_FOUND, 400):  # 400: the container never started, its log does not exist
+                return None
+            raise
+        return str(text)
+
+    def put_config_map(self, config_map: dict[str, Any]) -> None:
+        """Create a ConfigMap, or replace the one of that name (its whole data)."""
+        metadata = config_map["metadata"]
+        try:
+            release(
+                self.core.create_namespaced_config_map(
+                    metadata["namespace"], cast(Any, config_map), _preload_content=False
+                )
+            )
+        except ApiException as error:
+            _ignore(HTTP_CONFLICT, error)
+            release(
+                self.core.replace_namespaced_config_map(
+                    metadata["name"], metadata["namespace"], cast(Any, config_map), _preload_content=False
+                )
+            )
 
     def label_pod(self, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
         """Add labels to a pod; the pod as stored, None when it is gone."""

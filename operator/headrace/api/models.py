@@ -1158,14 +1158,19 @@ class StreamingAppStatus(Model):
         return migrate_pending_operation(value)
 
 
-class StreamingApp(Model):
-    """A streaming job managed by Headrace."""
+class Resource(Model):
+    """What every Headrace resource has beside its kind, spec and status (unknown top-level fields ignored)."""
 
     model_config = ConfigDict(extra="ignore")
 
     apiVersion: Literal["headrace.dev/v1alpha1"] = API_VERSION
-    kind: Literal["StreamingApp"] = APP_KIND
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StreamingApp(Resource):
+    """A streaming job managed by Headrace."""
+
+    kind: Literal["StreamingApp"] = APP_KIND
     spec: StreamingAppSpec
     status: StreamingAppStatus = Field(default_factory=StreamingAppStatus)
 
@@ -1209,13 +1214,9 @@ class StreamingSavepointStatus(Model):
     observedGeneration: int | None = None
 
 
-class StreamingSavepoint(Model):
+class StreamingSavepoint(Resource):
     """A savepoint as its own resource."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    apiVersion: Literal["headrace.dev/v1alpha1"] = API_VERSION
     kind: Literal["StreamingSavepoint"] = SAVEPOINT_KIND
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: StreamingSavepointSpec
     status: StreamingSavepointStatus = Field(default_factory=StreamingSavepointStatus)

@@ -28,6 +28,8 @@ ROLE_EXECUTOR = "executor"
 DRIVER_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE},{ROLE}={ROLE_DRIVER}"  # every driver pod the operator made
 # on an app with spec.savepoints.onDeletion: its deletion waits for the final savepoint (headrace.core.deletion)
 FINAL_SAVEPOINT_FINALIZER = "headrace.dev/final-savepoint"
+# on a StreamingSavepoint with spec.disposeOnDelete: its deletion waits for its files to go (headrace.handlers)
+DISPOSE_FINALIZER = "headrace.dev/dispose-savepoint-files"
 CREATED_BY = "headrace.dev/created-by"  # on StreamingSavepoints the operator made (retention deletes only those)
 CREATED_BY_OPERATOR = "operator"
 
@@ -59,6 +61,11 @@ def ui_service(app: str) -> str:
     """The app's Service for the Spark UI and the driver's metrics: one name for every attempt, selecting the
     driver that writes (`WRITER`)."""
     return _fit(app, "ui")
+
+
+def driver_log(app: str) -> str:
+    """The app's ConfigMap holding the tail of the log of its last driver that ended (`headrace logs --previous`)."""
+    return _fit(app, "driver-log")
 
 
 def config_map(app: str, run: int, attempt: int) -> str:

@@ -2,7 +2,7 @@
 
 Owns: remembering each app's control Secret values between driver calls, so asking a driver for its status
 (every few seconds per running app, and every heartbeat re-ask of one that does not answer) costs no GET of
-its Secret. Never: making or completing the Secret (`headrace.controller.reconciler`).
+its Secret. Never: making or completing the Secret (`headrace.controller.attempt_objects`).
 
 The Secret belongs to the app (one per app, named after it, owned by it, never rotated by the operator: an
 existing one keeps its token). What is remembered is dropped when the operator writes the Secret (a new

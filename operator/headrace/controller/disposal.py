@@ -18,8 +18,8 @@ from typing import Any
 
 from headrace.adapters.driver import DriverControl, DriverEndpoint, DriverUnavailable
 from headrace.adapters.kube import KubeClient
+from headrace.controller.drivers import driver_endpoint
 from headrace.controller.observe import current_driver_pod, logged_savepoint, serves_control_tls
-from headrace.controller.reconciler import driver_endpoint
 from headrace.controller.status_recorder import StatusRecorder
 from headrace.core.disposal import (
     AppFacts,

@@ -5,7 +5,8 @@ one that does not answer), and remembering per app the version last read and sin
 has read that same version: `DriverLease.unchanged_since`. Every write of a Lease changes its resourceVersion, so an
 unchanged version is a Lease nobody renewed meanwhile. The memory is this process's: a restarted operator counts
 again from its first read (later, never sooner).
-Never: writes a driver Lease (the operator creates it with an attempt; drivers take, renew and release it).
+Never: writes a driver Lease (the operator creates it with an attempt and releases the Lease of a holder its kubelet
+confirmed dead, `headrace.core.fence.release_dead`; drivers take, renew and release it).
 """
 
 from __future__ import annotations

@@ -220,11 +220,12 @@ def may_repartition(spec: StreamingAppSpec, run: RunStatus) -> bool:
 
 
 def delete_pods(builder: Builder, pods: tuple[DriverPod, ...], reason: str) -> None:
-    """Delete pods that are not already being deleted (nor planned to be, perhaps with a shorter grace)."""
+    """Delete pods that are not already being deleted (nor planned to be, perhaps with a shorter grace); the log of
+    a driver that has ended (a failed or stopped attempt) is kept first."""
     planned = {action.name for action in builder.actions if isinstance(action, DeletePod)}
     for pod in pods:
         if not pod.deleting and pod.name not in planned:
-            builder.actions.append(DeletePod(name=pod.name, reason=reason))
+            builder.actions.append(DeletePod(name=pod.name, reason=reason, keep_log=pod.terminated))
 
 
 def fence_strays(

@@ -47,11 +47,14 @@ class PromoteDriver:
 @dataclass(frozen=True)
 class DeletePod:
     """Delete a driver pod (its executors follow through owner references); `grace_seconds` None leaves the pod's
-    own termination grace period (30 s), a number shortens it (the kubelet still confirms the kill)."""
+    own termination grace period (30 s), a number shortens it (the kubelet still confirms the kill). `keep_log`: the
+    pod's driver has ended, and the tail of its log is copied to the app's driver-log ConfigMap first (`headrace logs
+    --previous` reads it once the pod is gone)."""
 
     name: str
     reason: str
     grace_seconds: int | None = None
+    keep_log: bool = False
 
 
 @dataclass(frozen=True)

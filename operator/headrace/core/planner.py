@@ -263,8 +263,23 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         _failure(builder, spec, pod, DRIVER_START_TIMEOUT, overdue)
     else:
         waiting = f" ({pod.waiting})" if pod.waiting else ""
-        builder.condition("Ready", "False", DRIVER_PENDING, f"driver pod {pod.name} is {pod.phase}{waiting}")
+        message = f"driver pod {pod.name} is {pod.phase}{waiting}{pull_hint(pod.waiting)}"
+        builder.condition("Ready", "False", DRIVER_PENDING, message)
         builder.requeue(PENDING_POLL_SECONDS)
+
+
+# The kubelet's waiting reasons of a container whose image cannot be pulled.
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def pull_hint(waiting: str | None) -> str:
+    """What to check when the driver's image cannot be pulled ('' for any other wait)."""
+    if waiting is None or not waiting.startswith(IMAGE_PULL_REASONS):
+        return ""
+    return (
+        ": the node cannot pull spec.image; check its name and tag, and that spec.imagePullSecrets names a "
+        "kubernetes.io/dockerconfigjson Secret of this namespace with the registry's credentials"
+    )
 
 
 def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> bool:

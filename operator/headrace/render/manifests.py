@@ -101,6 +101,12 @@ def _metadata(name: str, attempt: Attempt, labels: dict[str, str]) -> dict[str, 
     }
 
 
+def _attempt_metadata(name: Callable[[str, int, int], str], attempt: Attempt) -> dict[str, Any]:
+    """Metadata of one of the attempt's own objects: `name`(app, run, attempt), labelled with the attempt."""
+    coordinates = (attempt.app, attempt.run, attempt.attempt)
+    return _metadata(name(*coordinates), attempt, names.attempt_labels(*coordinates))
+
+
 def _service_account_name(attempt: Attempt) -> str:
     return identity.driver_service_account(attempt.app, attempt.spec)
 
@@ -238,11 +244,7 @@ def config_map(attempt: Attempt) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(
-            names.config_map(attempt.app, attempt.run, attempt.attempt),
-            attempt,
-            names.attempt_labels(attempt.app, attempt.run, attempt.attempt),
-        ),
+        "metadata": _attempt_metadata(names.config_map, attempt),
         "data": {
             SPARK_DEFAULTS: render_spark_defaults(spark_conf(attempt)),
             EXECUTOR_TEMPLATE: yaml.safe_dump(executor_pod_template(attempt), sort_keys=False),
@@ -384,11 +386,7 @@ def driver_service(attempt: Attempt) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(
-            names.driver_service(attempt.app, attempt.run, attempt.attempt),
-            attempt,
-            names.attempt_labels(attempt.app, attempt.run, attempt.attempt),
-        ),
+        "metadata": _attempt_metadata(names.driver_service, attempt),
         "spec": {
             "clusterIP": "None",
             "selector": names.driver_labels(attempt.app, attempt.run, attempt.attempt),
@@ -420,6 +418,29 @@ def ui_service(attempt: Attempt) -> dict[str, Any]:
                 if port["name"] in UI_PORTS
             ],
         },
+    }
+
+
+DRIVER_LOG_MAX_CHARS: Final = 256 * 1024  # the kept tail of an ended driver's log (a ConfigMap holds at most 1 MiB)
+DRIVER_LOG_KEYS: Final = ("pod", "savedAt", "log")
+
+
+def driver_log_config_map(
+    app: str, namespace: str, app_uid: str, *, pod: str, log: str, saved_at: str
+) -> dict[str, Any]:
+    """The app's driver-log ConfigMap: the last `DRIVER_LOG_MAX_CHARS` of the log of its driver `pod`, which ended,
+    saved at `saved_at`; owned by the app (deleted with it), replaced by the next driver that ends. No run label, so
+    never pruned with an attempt's objects."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.driver_log(app),
+            "namespace": namespace,
+            "labels": names.app_labels(app),
+            "ownerReferences": [owner_reference(app, app_uid)],
+        },
+        "data": dict(zip(DRIVER_LOG_KEYS, (pod, saved_at, log[-DRIVER_LOG_MAX_CHARS:]), strict=True)),
     }
 
 

@@ -47,6 +47,9 @@ def read(name: str) -> StreamingAppStatus:
     return StreamingAppStatus.model_validate(LEGACY[name])
 
 
+UPGRADE_TAKE = SavepointUpgrade(
+    startedAt="2026-11-21T12:00:02Z", savepoint=UPGRADE_SAVEPOINT, reason="upgrade", targetSpecHash="d5346c52af66"
+)
 EXPECTED: dict[str, PendingOperation] = {
     "StartDriver-first": StartAttempt(startedAt="2026-11-21T12:00:00Z", run=1, attempt=1),
     "StartDriver-replacing": StartAttempt(
@@ -71,25 +74,10 @@ EXPECTED: dict[str, PendingOperation] = {
         reason="manual",
         targetSpecHash="0a425e22855b",
     ),
-    "Upgrade-take": SavepointUpgrade(
-        startedAt="2026-11-21T12:00:02Z",
-        savepoint=UPGRADE_SAVEPOINT,
-        reason="upgrade",
-        targetSpecHash="d5346c52af66",
-    ),
-    "Upgrade-take-silent": SavepointUpgrade(
-        startedAt="2026-11-21T12:00:02Z",
-        savepoint=UPGRADE_SAVEPOINT,
-        reason="upgrade",
-        targetSpecHash="d5346c52af66",
-        silentSince="2026-11-21T12:00:03Z",
-    ),
-    "Upgrade-take-try2": SavepointUpgrade(
-        startedAt="2026-11-21T12:00:04Z",
-        savepoint=f"{UPGRADE_SAVEPOINT}-2",
-        reason="upgrade",
-        targetSpecHash="d5346c52af66",
-        tries=2,
+    "Upgrade-take": UPGRADE_TAKE,
+    "Upgrade-take-silent": UPGRADE_TAKE.model_copy(update={"silentSince": "2026-11-21T12:00:03Z"}),
+    "Upgrade-take-try2": UPGRADE_TAKE.model_copy(
+        update={"startedAt": "2026-11-21T12:00:04Z", "savepoint": f"{UPGRADE_SAVEPOINT}-2", "tries": 2}
     ),
     "Suspend-take": Suspending(
         startedAt="2026-11-21T12:00:03Z",

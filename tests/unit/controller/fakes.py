@@ -30,6 +30,8 @@ class FakeKube(KubeClient):
         self.created: list[dict[str, Any]] = []
         self.events: list[str] = []
         self.calls: list[tuple[str, str]] = []
+        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its driver container's log
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
 
     def get_app(self, namespace: str, name: str) -> dict[str, Any] | None:
         app = self.apps.get((namespace, name))
@@ -77,6 +79,14 @@ class FakeKube(KubeClient):
             for (space, _), pod in self.pods.items()
             if space == namespace and pod["metadata"]["labels"].get("headrace.dev/app") == app
         ]
+
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str | None:
+        self.calls.append(("read_log_tail", f"{pod}/{container}"))
+        return self.logs.get((namespace, pod))
+
+    def put_config_map(self, config_map: dict[str, Any]) -> None:
+        self.calls.append(("put_config_map", config_map["metadata"]["name"]))
+        self.config_maps[(config_map["metadata"]["namespace"], config_map["metadata"]["name"])] = config_map
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> dict[str, Any] | None:
         self.calls.append(("delete_pod", name))

@@ -15,7 +15,7 @@ from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
 from headrace.api import models, names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import PendingOperation, PrewarmUpgrade, SavepointUpgrade, StreamingAppStatus
-from headrace.controller import reconciler as reconciler_module
+from headrace.controller import drivers as drivers_module
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
 from headrace.controller.reconciler import Reconciler
 from headrace.core.plan import (
@@ -32,6 +32,7 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
+from headrace.core.timefmt import format_time
 from headrace.render import control_tls, manifests
 from headrace.settings import OperatorSettings
 from tests.unit.builders import T0, certificate, spec
@@ -70,6 +71,11 @@ def with_savepoint(kube: FakeKube, name: str) -> None:
 ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] = [
     # action, the cluster writes it makes, the driver requests it makes
     (DeletePod(name=DRIVER, reason="replaced"), [("delete_pod", DRIVER)], []),
+    (
+        DeletePod(name=DRIVER, reason="replaced", keep_log=True),
+        [("read_log_tail", f"{DRIVER}/driver"), ("delete_pod", DRIVER)],  # no log to keep: the pod goes all the same
+        [],
+    ),
     (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
     (ReleaseDriverLease(holder=DRIVER, reason="killed"), [("release_lease", f"{APP}-driver-lease/{DRIVER}")], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
@@ -92,7 +98,7 @@ def test_each_action_makes_exactly_its_calls(
 ) -> None:
     kube, driver, reconciler, metrics = cluster()
     with_savepoint(kube, "sp-1")
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     assert kube.calls == writes
     assert driver.calls == requests
     assert metrics.registry.get_sample_value("headrace_actions_total", {"action": type(action).__name__}) == 1
@@ -107,7 +113,7 @@ def test_only_the_delete_action_deletes_a_savepoint() -> None:
 def test_ensure_driver_creates_the_pod_last_after_the_other_objects_and_the_pruning() -> None:
     kube, _, reconciler, _ = cluster()
     action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     kinds = [call[0] for call in kube.calls if call[0] != "add_secret_values"]
     assert kinds[-2:] == ["prune_attempt_objects", "create Pod"]  # the rest is created at once, before them
     assert "create Secret" in kinds and "delete_savepoint" not in kinds
@@ -122,11 +128,11 @@ def _restart(attempt: int, *, after_ran: bool, **changes: Any) -> EnsureDriver:
 def test_a_restart_after_a_run_that_ran_sends_only_the_attempts_own_objects() -> None:
     kube, _, reconciler, _ = cluster()
     body = kube.apps[(NAMESPACE, APP)]
-    reconciler._act(body, _restart(1, after_ran=False))  # this process makes the app's shared objects
+    reconciler.actions.act(body, _restart(1, after_ran=False))  # this process makes the app's shared objects
     shared = {f"create {obj['kind']}" for obj in kube.created} - {"create ConfigMap", "create Service", "create Pod"}
     assert {"create Secret", "create ServiceAccount", "create Role", "create NetworkPolicy"} <= shared
     kube.calls.clear()
-    reconciler._act(body, _restart(2, after_ran=True))
+    reconciler.actions.act(body, _restart(2, after_ran=True))
     assert sorted(kube.calls[:3]) == [
         ("create ConfigMap", "clicks-r1-a2-conf"),
         ("create Service", "clicks-r1-a2-driver"),
@@ -149,9 +155,9 @@ def test_a_restart_sends_the_shared_objects_unless_this_process_made_the_same_on
     kube, _, reconciler, _ = cluster()
     body = kube.apps[(NAMESPACE, APP)]
     if first is not None:
-        reconciler._act(body, _restart(1, after_ran=first))
+        reconciler.actions.act(body, _restart(1, after_ran=first))
     kube.calls.clear()
-    reconciler._act(body, _restart(2, after_ran=second, **changes))
+    reconciler.actions.act(body, _restart(2, after_ran=second, **changes))
     kinds = [call[0] for call in kube.calls]
     assert {"create Secret", "create Role", "create NetworkPolicy", "prune_attempt_objects"} <= set(kinds), why
     assert "delete_attempt_objects" not in kinds, why
@@ -167,7 +173,7 @@ def test_a_standby_is_created_with_its_role_and_keeps_the_running_attempts_objec
         standby=True,
         keep=(1, 1),
     )
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     (pod,) = [obj for obj in kube.created if obj["kind"] == "Pod"]
     assert pod["metadata"]["labels"][names.STANDBY] == "true"
     env = {item["name"]: item.get("value") for item in pod["spec"]["containers"][0]["env"]}
@@ -181,7 +187,7 @@ def test_the_network_policy_admits_the_operator_from_its_own_namespace() -> None
     kube.apps[(NAMESPACE, APP)] = app_body()
     reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, operator_namespace="headrace-system")
     action = EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
     (peer,) = policy["spec"]["ingress"][1]["from"]
     assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "headrace-system"}}
@@ -195,7 +201,7 @@ def test_the_network_policy_admits_the_namespaces_the_settings_name() -> None:
     settings = OperatorSettings.from_environ(environ)
     reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, peers=settings.peers())
     action = EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     (policy,) = [obj for obj in kube.created if obj["kind"] == "NetworkPolicy"]
     rules = policy["spec"]["ingress"][1:]
     admitted = [rule["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"] for rule in rules]
@@ -210,7 +216,7 @@ def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount()
     secret.clear()
     secret[manifests.TOKEN_KEY] = "token"
     action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     pod = next(obj for obj in kube.created if obj["kind"] == "Pod")
     mounted = {
         ref["key"]
@@ -232,7 +238,7 @@ def test_a_control_secret_from_an_older_operator_gains_the_keys_new_pods_mount()
     assert _names_in(secret[control_tls.CERT_KEY]) == [names.control_server_name(APP, NAMESPACE)]
     kept = dict(secret)
     kube.calls.clear()
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     assert "add_secret_values" not in [call[0] for call in kube.calls]
     assert secret == kept  # the certificate is made once per app, not per attempt
 
@@ -242,7 +248,7 @@ def test_a_certificate_without_its_key_is_replaced_whole() -> None:
     secret = kube.secrets[(NAMESPACE, names.control_secret(APP))]
     del secret[control_tls.KEY_KEY]
     action = EnsureDriver(run=1, attempt=2, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/analytics/clicks/r1")
-    reconciler._act(kube.apps[(NAMESPACE, APP)], action)
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], action)
     assert ("add_secret_values", f"{control_tls.CERT_KEY},{control_tls.KEY_KEY}") in kube.calls
     assert secret[control_tls.CERT_KEY] != CERTIFICATE.certificate
     assert secret[control_tls.KEY_KEY] != CERTIFICATE.key
@@ -269,11 +275,13 @@ def test_a_new_app_records_its_intent_before_creating_anything() -> None:
 
 def test_the_operators_savepoint_carries_the_created_by_label() -> None:
     kube, _, reconciler, _ = cluster()
-    reconciler._act(kube.apps[(NAMESPACE, APP)], CreateSavepointResource(name="sp-9", reason="periodic"))
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], CreateSavepointResource(name="sp-9", reason="periodic"))
     created = kube.savepoints[(NAMESPACE, "sp-9")]
     assert created["metadata"]["labels"][names.CREATED_BY] == names.CREATED_BY_OPERATOR
     assert created["spec"] == {"appName": APP, "reason": "periodic"}
-    reconciler._act(kube.apps[(NAMESPACE, APP)], CreateSavepointResource(name="sp-10", reason="periodic", dispose=True))
+    reconciler.actions.act(
+        kube.apps[(NAMESPACE, APP)], CreateSavepointResource(name="sp-10", reason="periodic", dispose=True)
+    )
     assert kube.savepoints[(NAMESPACE, "sp-10")]["spec"] == {
         "appName": APP,
         "reason": "periodic",
@@ -321,8 +329,8 @@ def _running_driver_pod(deleting: bool = False, *, tls: bool = True) -> dict[str
 def test_a_tls_driver_is_asked_trusting_only_the_apps_certificate() -> None:
     _, driver, reconciler, _ = cluster()
     body = app_body({"run": {"driverPod": DRIVER}})
-    assert reconciler._driver_status(body, [_running_driver_pod()]) is not None
-    assert reconciler._driver_status(body, [_running_driver_pod(tls=False)]) is not None
+    assert reconciler.drivers.status(body, [_running_driver_pod()]) is not None
+    assert reconciler.drivers.status(body, [_running_driver_pod(tls=False)]) is not None
     tls, plain = driver.endpoints
     assert (tls.address, tls.token, tls.certificate) == ("10.0.0.9", "token", CERTIFICATE.certificate)
     assert tls.server_name == names.control_server_name(APP, NAMESPACE) and tls.scheme == "https"
@@ -334,9 +342,9 @@ def test_actions_reach_the_driver_as_its_pod_serves(tls: bool) -> None:
     kube, driver, reconciler, _ = cluster()
     with_savepoint(kube, "sp-1")
     body = kube.apps[(NAMESPACE, APP)]
-    reconciler._act(body, RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3, control_tls=tls))
+    reconciler.actions.act(body, RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3, control_tls=tls))
     savepoint = TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="p", reason="manual", control_tls=tls)
-    reconciler._act(body, savepoint)
+    reconciler.actions.act(body, savepoint)
     assert [endpoint.certificate for endpoint in driver.endpoints] == [CERTIFICATE.certificate if tls else None] * 2
 
 
@@ -346,9 +354,11 @@ def test_the_token_is_never_sent_to_a_tls_driver_without_the_apps_certificate() 
     with_savepoint(kube, "sp-1")
     del kube.secrets[(NAMESPACE, names.control_secret(APP))][control_tls.CERT_KEY]
     body = kube.apps[(NAMESPACE, APP)]
-    assert reconciler._driver_status(app_body({"run": {"driverPod": DRIVER}}), [_running_driver_pod()]) is None
-    assert reconciler._act(body, RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3)) is not None  # retried
-    reconciler._act(body, TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="p", reason="manual"))
+    assert reconciler.drivers.status(app_body({"run": {"driverPod": DRIVER}}), [_running_driver_pod()]) is None
+    assert (
+        reconciler.actions.act(body, RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3)) is not None
+    )  # retried
+    reconciler.actions.act(body, TakeSavepoint(name="sp-1", pod=DRIVER, address="10.0.0.9", path="p", reason="manual"))
     assert driver.endpoints == []
     assert kube.savepoints[(NAMESPACE, "sp-1")]["status"]["phase"] == "Failed"
 
@@ -361,7 +371,7 @@ def test_the_control_secret_is_read_once_per_app_until_a_driver_refuses_its_toke
     kube.read_secret_values = lambda namespace, name: reads.append(name) or read(namespace, name)  # type: ignore[method-assign]
     body, pods = app_body({"run": {"driverPod": DRIVER}}), [_running_driver_pod()]
     for _ in range(3):
-        assert reconciler._driver_status(body, pods) is not None
+        assert reconciler.drivers.status(body, pods) is not None
     assert reads == [names.control_secret(APP)]
 
     def refuse(status: int | None) -> Any:
@@ -371,16 +381,16 @@ def test_the_control_secret_is_read_once_per_app_until_a_driver_refuses_its_toke
         return answer
 
     driver.status = refuse(None)  # type: ignore[method-assign]  # no answer (a hung driver): the token is not in doubt
-    assert reconciler._ask_driver(body, pods) == (None, True)
-    reconciler._ask_driver(body, pods)
+    assert reconciler.drivers.ask(body, pods) == (None, True)
+    reconciler.drivers.ask(body, pods)
     assert len(reads) == 1
     driver.status = refuse(401)  # type: ignore[method-assign]  # the token refused: read again at the next call
-    assert reconciler._ask_driver(body, pods) == (None, True)
-    reconciler._ask_driver(body, pods)
+    assert reconciler.drivers.ask(body, pods) == (None, True)
+    reconciler.drivers.ask(body, pods)
     assert len(reads) == 2
     other = app_body({"run": {"driverPod": DRIVER}})
     other["metadata"]["uid"] = "uid-2"  # another app under the same name
-    reconciler._ask_driver(other, pods)
+    reconciler.drivers.ask(other, pods)
     assert len(reads) == 3
 
 
@@ -391,8 +401,10 @@ def test_a_control_secret_the_operator_just_created_is_not_read_back() -> None:
     read = kube.read_secret_values
     kube.read_secret_values = lambda namespace, name: reads.append(name) or read(namespace, name)  # type: ignore[method-assign]
     body = app_body({"run": {"driverPod": DRIVER}})
-    reconciler._act(body, EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/x/r1"))
-    assert reconciler._driver_status(body, [_running_driver_pod()]) is not None
+    reconciler.actions.act(
+        body, EnsureDriver(run=1, attempt=1, spec=spec(), checkpoint_dir="s3a://bucket/checkpoints/x/r1")
+    )
+    assert reconciler.drivers.status(body, [_running_driver_pod()]) is not None
     assert reads == []  # asked with the token it wrote
     (endpoint,) = driver.endpoints
     assert endpoint.token == kube.secrets[(NAMESPACE, names.control_secret(APP))][manifests.TOKEN_KEY]
@@ -405,7 +417,7 @@ def test_a_terminating_driver_is_not_asked_for_its_status(deleting: bool, asked:
     answer = driver.status
     driver.status = lambda endpoint: asked_addresses.append(endpoint.address) or answer(endpoint)  # type: ignore[method-assign]
     body = app_body({"run": {"driverPod": DRIVER}})
-    document = reconciler._driver_status(body, [_running_driver_pod(deleting)])
+    document = reconciler.drivers.status(body, [_running_driver_pod(deleting)])
     assert (document is not None) == asked
     assert asked_addresses == (["10.0.0.9"] if asked else [])
 
@@ -423,19 +435,19 @@ def test_a_poll_uses_the_answer_asked_ahead_of_it_once_and_only_from_the_same_dr
     kube.pods[(NAMESPACE, DRIVER)] = pod
     reconciler.ask_ahead(NAMESPACE, APP)
     assert len(driver.endpoints) == 1
-    assert reconciler._driver_answer(body, [pod]) == (driver.document, False)
+    assert reconciler.drivers.answer(body, [pod]) == (driver.document, False)
     assert len(driver.endpoints) == 1  # not asked again
-    assert reconciler._driver_answer(body, [pod]) == (driver.document, False)
+    assert reconciler.drivers.answer(body, [pod]) == (driver.document, False)
     assert len(driver.endpoints) == 2  # used once: the next reconciliation asks
 
     reconciler.ask_ahead(NAMESPACE, APP)
     replaced = {**pod, "metadata": {**pod["metadata"], "uid": "pod-2"}}  # same name, another pod
-    reconciler._driver_answer(body, [replaced])
+    reconciler.drivers.answer(body, [replaced])
     assert len(driver.endpoints) == 4
 
     reconciler.ask_ahead(NAMESPACE, APP)
-    monkeypatch.setattr(reconciler_module, "ANSWER_FRESH_SECONDS", -1.0)  # too old
-    reconciler._driver_answer(body, [pod])
+    monkeypatch.setattr(drivers_module, "ANSWER_FRESH_SECONDS", -1.0)  # too old
+    reconciler.drivers.answer(body, [pod])
     assert len(driver.endpoints) == 6
 
 
@@ -464,6 +476,24 @@ def test_a_pre_warmed_upgrades_new_driver_is_asked_only_while_it_warms(step: str
     warming = _running_driver_pod()
     warming["metadata"]["name"], warming["status"] = new, {"phase": phase, "podIP": "10.0.0.7"}
     status = StreamingAppStatus(pendingOperation=pending)
-    document = reconciler._prewarmed_status(body, status, [_running_driver_pod(), warming])
+    document = reconciler.drivers.prewarmed_status(body, status, [_running_driver_pod(), warming])
     assert (document is not None) == asked
     assert [endpoint.address for endpoint in driver.endpoints] == (["10.0.0.7"] if asked else [])
+
+
+def test_an_ended_drivers_log_tail_is_kept_before_its_pod_is_deleted() -> None:
+    """DeletePod.keep_log: the log (its last DRIVER_LOG_MAX_CHARS characters) goes into the app's driver-log
+    ConfigMap, owned by the app, before the pod is deleted; the next ended driver's replaces it."""
+    kube, _, reconciler, _ = cluster()
+    kube.logs[(NAMESPACE, DRIVER)] = "x" * manifests.DRIVER_LOG_MAX_CHARS + "Traceback: boom\n"
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], DeletePod(name=DRIVER, reason="replaced", keep_log=True))
+    assert kube.calls == [
+        ("read_log_tail", f"{DRIVER}/driver"),
+        ("put_config_map", "clicks-driver-log"),
+        ("delete_pod", DRIVER),
+    ]
+    kept = kube.config_maps[(NAMESPACE, "clicks-driver-log")]
+    assert kept["data"]["pod"] == DRIVER and kept["data"]["savedAt"] == format_time(T0)
+    assert len(kept["data"]["log"]) == manifests.DRIVER_LOG_MAX_CHARS and kept["data"]["log"].endswith("boom\n")
+    assert kept["metadata"]["ownerReferences"][0]["uid"] == kube.apps[(NAMESPACE, APP)]["metadata"]["uid"]
+    assert names.RUN not in kept["metadata"]["labels"]  # never pruned with an attempt's objects

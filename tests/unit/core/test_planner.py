@@ -77,6 +77,16 @@ def test_a_created_driver_waiting_with_nothing_to_say_is_not_written() -> None:
     assert running.status.pendingOperation is None and running.status.phase == "Running"
 
 
+def test_a_driver_whose_image_cannot_be_pulled_says_what_to_check() -> None:
+    intent = step(None).status
+    unauthorized = "ErrImagePull: failed to pull image: 401 Unauthorized"
+    waiting = step(intent, seen(pod(phase="Pending", created_at=later(1), waiting=unauthorized)), later(2))
+    ready = next(condition for condition in waiting.status.conditions if condition.type == "Ready")
+    assert ready.reason == "DriverPending"
+    assert ready.message.startswith(f"driver pod clicks-r1-a1-driver is Pending ({unauthorized}): ")
+    assert "spec.imagePullSecrets" in ready.message and "spec.image" in ready.message
+
+
 def test_a_created_driver_that_never_starts_still_times_out() -> None:
     """Kept quiet, the pending start still counts the pod's restartPolicy.startTimeout (default 10m)."""
     intent = step(None).status

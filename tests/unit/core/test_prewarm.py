@@ -96,7 +96,7 @@ def test_a_savepoint_upgrade_warms_the_new_driver_before_the_old_one_stops() -> 
     fenced = decide(view(NEW, stopping.status), Observation(drivers=(stopped, warm()), savepoints=(done,)), later(30))
     assert fenced.status.run is not None and (fenced.status.run.number, fenced.status.run.attempt) == (2, 1)
     assert fenced.status.run.restoredFrom == "s3a://bucket/savepoints/sp"
-    assert DeletePod(stopped.name, "replaced by a new attempt") in fenced.actions
+    assert DeletePod(stopped.name, "replaced by a new attempt", keep_log=True) in fenced.actions
     assert "EnsureDriver" not in kinds(fenced) and "PromoteDriver" not in kinds(fenced)
     # gone: promoted at once, handed the savepoint to restore (repartitioning allowed, as for any upgrade's run)
     promoted = decide(
@@ -152,7 +152,8 @@ def test_a_new_driver_that_fails_before_its_gate_refuses_the_upgrade_and_the_old
         Observation(drivers=(pod(), new_pod), progress=PROCESSING, prewarmed=WARMING),
         later(at),
     )
-    assert refused.actions == (DeletePod(new_pod.name, "pre-warmed upgrade driver failed"),)  # the old one untouched
+    ended = new_pod.terminated  # a new driver that failed: its log is kept for `headrace logs --previous`
+    assert refused.actions == (DeletePod(new_pod.name, "pre-warmed upgrade driver failed", keep_log=ended),)
     assert refused.status.pendingOperation is None and refused.status.phase == "Running"
     assert refused.status.failedSpecHash == spec_hash(NEW)
     assert refused.status.run is not None and refused.status.run.driverPod == pod().name
