@@ -1,10 +1,11 @@
 """A real OCI registry for the testbed: the CNCF distribution registry, built from its Go module, with htpasswd
 authentication over TLS (a CA of its own, `pki.ClusterPKI`), as a private registry of a real cluster is.
 
-Owns: building the registry binary into the cache (`build.go_install`), its configuration, htpasswd file and
-certificates (rendered by pure functions below), a running registry on loopback (`Registry`, a context manager
-that always cleans up), what a node needs to pull from it (`RegistryAccess`: the CA, the address, the
-credentials) and a client's docker config for it (an image pull Secret's ``.dockerconfigjson``).
+Owns: building the registry binary into the cache (`build.go_build_main`: its command with filesystem storage
+and htpasswd only), its configuration, htpasswd file and certificates (rendered by pure functions below), a
+running registry on loopback (`Registry`, a context manager that always cleans up), what a node needs to pull
+from it (`RegistryAccess`: the CA, the address, the credentials) and a client's docker config for it (an image
+pull Secret's ``.dockerconfigjson``).
 Never: builds or pushes images (testbed.images does), or configures a node (testbed.node does).
 
 Its blobs are kept under ``~/.cache/headrace/registry`` across runs (``HEADRACE_REGISTRY_STORAGE`` overrides it),
@@ -32,8 +33,20 @@ import bcrypt
 from testbed import build, procs
 from testbed.pki import ClusterPKI
 
-REGISTRY_PACKAGE = "github.com/distribution/distribution/v3/cmd/registry"
+REGISTRY_MODULE = "github.com/distribution/distribution/v3"
 REGISTRY_VERSION = "v3.1.2"
+# The registry's own command with only what the testbed uses: filesystem storage and htpasswd. Its cmd/registry
+# also links the S3, GCS and Azure drivers, token auth and the pull-through proxy (their SDKs doubled the build).
+_REGISTRY_MAIN = """package main
+
+import (
+\t"github.com/distribution/distribution/v3/registry"
+\t_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
+\t_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
+)
+
+func main() { _ = registry.RootCmd.Execute() }
+"""
 LOOPBACK = "127.0.0.1"
 USER = "headrace"
 REALM = "headrace-testbed"
@@ -48,12 +61,14 @@ MANIFEST_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.oc
 
 def binary_path() -> Path:
     """Where the pinned registry binary lives in the cache (it may not exist yet)."""
-    return build.cache_root() / "bin" / f"registry-{REGISTRY_VERSION}" / "registry"
+    return build.cache_root() / "bin" / f"registry-{REGISTRY_VERSION}-fs" / "registry"
 
 
 def ensure_binary() -> Path:
-    """Build the registry (`go install <package>@<version>`) into the cache if missing; return its path."""
-    return build.go_install(REGISTRY_PACKAGE, REGISTRY_VERSION, binary_path())
+    """Build the registry (filesystem storage and htpasswd only) into the cache if missing; return its path."""
+    name = binary_path().parent.name
+    requirement = f"{REGISTRY_MODULE} {REGISTRY_VERSION}"
+    return build.go_build_main(name, requirement, _REGISTRY_MAIN, binary_path(), go_version="1.26.0")
 
 
 def storage_root() -> Path:
