@@ -185,4 +185,3 @@ def watching(namespace: str) -> dict[str, str]:
     operator watching the whole cluster would act on an earlier test's apps while they are taken apart.
     """
     return {"HEADRACE_NAMESPACES": namespace}
-
