@@ -471,20 +471,26 @@ class Chaos:
         until it holds every window or has gained none for `stall_timeout` seconds (the app catching up on its
         backlog keeps adding windows; one that lost some stops short of them)."""
         self.stop_producing()
-        expected = scenario.expected_tumbling_counts(self.app.input.counted())
-        self.app.input.flush()
-        wanted, held, progressed = set(expected), -1, time.monotonic()
-        while True:
-            rows = sink.read_rows(self._output())
-            seen = {key for key, _ in rows}
-            if seen >= wanted:
-                break
-            if len(seen) > held:
-                held, progressed = len(seen), time.monotonic()
-            elif time.monotonic() - progressed > self.stall_timeout:
-                break
-            time.sleep(2)
-        return sink.compare(rows, expected, expected)
+        return settled_sink(self.app, self.stall_timeout)
+
+
+def settled_sink(app: scenario.AppHandle, stall_timeout: float) -> sink.SinkCheck:
+    """Once the producer has stopped: the flush event, then the app's tumbling sink against every input event,
+    read until it holds every window or has gained none for `stall_timeout` seconds."""
+    expected = scenario.expected_tumbling_counts(app.input.counted())
+    app.input.flush()
+    wanted, held, progressed = set(expected), -1, time.monotonic()
+    while True:
+        rows = sink.read_rows(app.data / "output" / "tumbling")
+        seen = {key for key, _ in rows}
+        if seen >= wanted:
+            break
+        if len(seen) > held:
+            held, progressed = len(seen), time.monotonic()
+        elif time.monotonic() - progressed > stall_timeout:
+            break
+        time.sleep(2)
+    return sink.compare(rows, expected, expected)
 
 
 def summary(figures: Figures) -> list[str]:

@@ -10,7 +10,6 @@ markers themselves are declared in pyproject.toml.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -26,10 +25,6 @@ from testbed.controlplane import (
 # Packages whose tests start the machine's one real node (or build what it runs). Under `pytest -n 2`
 # (`make test`) they run in collection order on one worker, everything else on the other.
 NODE_PACKAGES = frozenset({"e2e", "multinode", "testbed"})
-
-# The three-node kind cluster's tests (tests/multinode) run only when asked, until they are proven
-# reliable in `make test`: HEADRACE_MULTINODE=1.
-collect_ignore = [] if os.environ.get("HEADRACE_MULTINODE") == "1" else ["multinode"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

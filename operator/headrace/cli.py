@@ -483,9 +483,14 @@ def command_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def port_forward_command(args: argparse.Namespace, kubectl: str) -> list[str]:
-    """The kubectl command that forwards the local port to the app's UI Service (its Spark UI port)."""
-    command = [kubectl, "port-forward", "-n", args.namespace, f"service/{names.ui_service(args.app)}"]
+def ui_selector(app: str) -> str:
+    """The label selector of the app's UI Service: its driver that runs the queries."""
+    return f"{names.APP}={app},{names.ROLE}={names.ROLE_DRIVER},{names.WRITER}=true"
+
+
+def port_forward_command(args: argparse.Namespace, kubectl: str, pod: str) -> list[str]:
+    """The kubectl command that forwards the local port to the Spark UI port of `pod` (the UI Service's driver)."""
+    command = [kubectl, "port-forward", "-n", args.namespace, f"pod/{pod}"]
     command += [f"{args.port}:{contract.SPARK_UI_PORT}", "--address", args.address]
     for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context)):
         if value:
@@ -493,25 +498,46 @@ def port_forward_command(args: argparse.Namespace, kubectl: str) -> list[str]:
     return command
 
 
+def _ui_driver(kube: KubeClient, namespace: str, app: str) -> str | None:
+    """The running driver the app's UI Service selects now (None: none, e.g. while a driver starts)."""
+    pods: list[Any] = kube.core.list_namespaced_pod(namespace, label_selector=ui_selector(app)).items
+    live = [pod.metadata.name for pod in pods if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp]
+    return str(live[0]) if live else None
+
+
 def command_ui(args: argparse.Namespace) -> int:
-    """`headrace ui APP`: forward a local port to the app's Spark UI and print its URL, until interrupted. The
-    forward is re-made when the driver behind it goes (a restart: the Service's name stays, its pod changes)."""
+    """`headrace ui APP`: forward a local port to the app's Spark UI and print its URL, until interrupted. It forwards
+    to the driver the app's UI Service `<app>-ui` selects, and again to the next one when that driver goes (a
+    restart: the Service's name stays, its driver changes), checking every `--retry` seconds."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         print("headrace ui runs `kubectl port-forward`: put kubectl on PATH", file=sys.stderr)
         return 1
     kube = _client(args)
     print(f"Spark UI of {args.namespace}/{args.app}: http://{args.address}:{args.port}/ (Ctrl-C stops)", flush=True)
+    forward: subprocess.Popen[bytes] | None = None
     try:
         while True:
             if kube.get_app(args.namespace, args.app) is None:
                 print(f"no StreamingApp {args.namespace}/{args.app}", file=sys.stderr)
                 return 1
-            if subprocess.run(port_forward_command(args, kubectl), check=False).returncode != 0:
-                print("# no driver serves the UI now (starting or restarting): trying again", file=sys.stderr)
+            driver = _ui_driver(kube, args.namespace, args.app)
+            if driver is None:
+                print("# no driver serves the UI now (starting or restarting): waiting", file=sys.stderr, flush=True)
+            else:
+                print(f"# forwarding to {driver}", file=sys.stderr, flush=True)
+                forward = subprocess.Popen(port_forward_command(args, kubectl, driver))
+                while forward.poll() is None and _ui_driver(kube, args.namespace, args.app) == driver:
+                    time.sleep(args.retry)
+                forward.terminate()
+                forward.wait()
             time.sleep(args.retry)
     except KeyboardInterrupt:
         return 0
+    finally:
+        if forward is not None and forward.poll() is None:
+            forward.terminate()
+            forward.wait()
 
 
 def _add_app_commands(commands: Any) -> None:

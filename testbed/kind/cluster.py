@@ -121,27 +121,41 @@ def _iptables_rules() -> frozenset[str]:
     return frozenset(rules)
 
 
+# Only what podman's network stack (netavark) makes is the cluster's: its bridges and veths, its iptables chains. The
+# single-node testbed and benches of other users on a shared machine make links (hr0, veth<hex>) and KUBE-/CNI- rules
+# of their own at any time.
+_PODMAN_LINK = re.compile(r"^(podman|veth)[0-9]+$")
+
+
+def _link_name(line: str) -> str:
+    return re.sub(r"@\S+", "", line.split(":")[1].strip())
+
+
 def _cluster_mount(point: str) -> bool:
-    """A mount a node container makes (its network namespace, its volumes and bind mounts). Not the overlay root
+    """A mount a node container makes (podman's network namespace, its volumes and bind mounts); not a containerd
+    network namespace of another user's single-node testbed (under its own state directory). Not the overlay root
     filesystems under podman's storage: other users' podman (image builds, their containers) mount and unmount those
     all the time on a shared machine; a node's is gone with its container, which the check sees."""
-    return ("/containers/" in point or "netns" in point) and not point.startswith(_OVERLAY_STORAGE)
+    return (point.startswith(("/run/netns/", "/var/run/netns/")) or "/containers/" in point) and not point.startswith(
+        _OVERLAY_STORAGE
+    )
 
 
 _OVERLAY_STORAGE = "/var/lib/containers/storage/overlay"
 
 
 def host_state() -> HostState:
-    """The host's containers, volumes, networks, netdevs, container mounts and iptables rules now."""
+    """The host's podman containers, volumes and networks, and podman's netdevs, container mounts and iptables rules
+    now."""
     links = subprocess.run(["ip", "-o", "link", "show"], check=True, capture_output=True, text=True).stdout
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     return HostState(
         containers=frozenset(_podman("ps", "-a", "--format", "{{.Names}}").split()),
         volumes=frozenset(_podman("volume", "ls", "--format", "{{.Name}}").split()),
         networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
-        links=frozenset(re.sub(r"@\S+", "", line.split(":")[1].strip()) for line in links.splitlines()),
+        links=frozenset(name for line in links.splitlines() if _PODMAN_LINK.match(name := _link_name(line))),
         mounts=frozenset(line.split()[4] for line in mounts if _cluster_mount(line.split()[4])),
-        iptables=_iptables_rules(),
+        iptables=frozenset(rule for rule in _iptables_rules() if "NETAVARK" in rule),
     )
 
 
@@ -171,6 +185,17 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         # kind returns once every node joined; the nodes turn Ready once kube-router has set up their
         # pod network, and cluster DNS once CoreDNS runs on it.
         self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={READY_TIMEOUT_SECONDS}s")
+        # kube-router fills its set of pod ranges (whose traffic it does not masquerade) when it starts: the control
+        # plane's started before the workers joined and knows only its own range, so its pods' traffic to the
+        # workers' pods left masqueraded as the node, which NetworkPolicies then judged (the operator's calls to a
+        # driver were rejected). Restarted now, it knows every node's.
+        control_plane = f"spec.nodeName={self.name}-control-plane"
+        self.kubectl(
+            "delete", "pod", "-n", "kube-system", "-l", "k8s-app=kube-router", "--field-selector", control_plane
+        )
+        self.kubectl(
+            "rollout", "status", "-n", "kube-system", "daemonset/kube-router", f"--timeout={READY_TIMEOUT_SECONDS}s"
+        )
         # Cluster DNS runs on the control-plane node (kind puts it anywhere): a test's worker lost, partitioned or
         # drained must not take the cluster's DNS with it.
         on_control_plane = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}}

@@ -10,6 +10,8 @@ HEADRACE_RECORD_STATUSES=DIR the statuses are written there as JSON (how tests/g
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
+from headrace.api import names
 from testbed import scenario
 from testbed.controlplane import create_namespace, delete_namespace
 from tests.gitops.lua import assess
@@ -90,3 +94,28 @@ def test_an_app_failing_at_start_is_startup_failing_and_degraded_to_argo_cd(
     assert failed and any(expected in message for message in failed), failed
     assert all(len(message) <= 1024 for message in failed)
     print(f"{name}: {degraded['message'][:300]}\nDriverFailed event: {failed[-1][:600]}")
+
+
+def test_logs_previous_shows_the_crashed_attempts_log(e2e: E2E, failing: dict[str, scenario.AppHandle]) -> None:
+    """A later attempt's start deleted the crashed driver's pod; the operator kept its log's tail first, and
+    `headrace logs --previous` prints it (the script's own argparse error)."""
+    app = failing["bad-args"]
+
+    def kept() -> dict[str, str] | None:
+        try:
+            data = app.core.read_namespaced_config_map(names.driver_log(app.name), app.namespace).data
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return dict(data) if data else None
+
+    log = app.wait(kept, 300, "the kept log of the crashed driver")
+    assert "unrecognized arguments: --no-such-option" in log["log"], log["log"][-2000:]
+    command = [sys.executable, "-m", "headrace.cli", "logs", app.name, "--previous", "-n", app.namespace]
+    shown = subprocess.run(
+        [*command, "--kubeconfig", str(e2e.kubeconfig)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "unrecognized arguments: --no-such-option" in shown.stdout, shown.stdout[-2000:]
+    print(f"headrace logs --previous: {shown.stderr.strip()}")

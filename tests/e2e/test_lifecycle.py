@@ -3,10 +3,12 @@
 One app, in steps, with input arriving throughout: a savepoint while running (the job goes on),
 in-place rescale up and down (no restart), a savepoint upgrade to new args, a state partition
 change (stop-with-savepoint, offline repartition, restore), a last-state upgrade, a broken upgrade
-rolled back to the last stable spec, suspend then resume (restored from the suspend savepoint);
-the sink is then checked against the input. Last, a stateless upgrade to a new output: the new run
-starts with empty state and re-reads the file source from its start, so the new output holds every
-input event exactly once on its own (the documented stateless behaviour for a file source).
+rolled back to the last stable spec, suspend then resume (restored from the suspend savepoint), a
+redeploy (spec.redeployNonce) from a savepoint taken batches earlier into a new output; the sink
+(both outputs: each window once, the same count where both hold it) is then checked against the
+input. Then a stateless upgrade to a new output: the new run starts with empty state and re-reads the
+file source from its start, so the new output holds every input event exactly once on its own (the
+documented stateless behaviour for a file source). Last, the app is deleted with a final savepoint.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from headrace.api import models, names
 from headrace.runtime import checkpoint_files
 from testbed import scenario
 from testbed.environment import deployed_example
-from testbed.sink import wait_for_every_window
+from testbed.sink import read_tumbling, wait_for_every_window
 
 from .conftest import E2E
 
@@ -174,12 +176,65 @@ def test_suspend_then_resume(e2e: E2E, app: scenario.AppHandle) -> None:
     assert app.status()["run"]["restoredFrom"] == status["suspendedSavepoint"]
 
 
+REDEPLOYED_OUTPUT = "output-redeploy"
+
+
+def _with_output(app: scenario.AppHandle, output: str) -> list[str]:
+    args = list(app.app()["spec"]["application"]["args"])
+    at = args.index("--output") + 1
+    return [*args[:at], f"file://{app.data}/{output}", *args[at + 1 :]]
+
+
+def test_redeploy_from_a_chosen_savepoint_into_a_new_output(app: scenario.AppHandle) -> None:
+    """A savepoint, batches after it, then a redeploy from it: run n+1 restores its state and offsets. The old
+    output already holds the windows closed after the savepoint: the new run writes a new output (the same one
+    would hold batches its checkpoint never planned: SinkAhead), which the next test checks with the old one."""
+    number, _ = _run_of(app)
+    spec = app.app()["spec"]
+    before = (app.status().get("latestSavepoint") or {}).get("name")
+    clock = time.monotonic()
+    with scenario.Writer(app.input):
+        app.patch_spec({"savepoints": {"triggerNonce": spec["savepoints"].get("triggerNonce", 0) + 1}})
+        chosen = app.wait(
+            lambda: (saved := app.status().get("latestSavepoint")) and saved["name"] != before and saved,
+            300,
+            "the savepoint to redeploy from",
+        )
+        saved_at = time.time()
+        app.wait(lambda: app.commits_after(saved_at + 2), 120, "batches after the savepoint")
+        redeploy = {"restoreFrom": {"savepoint": chosen["name"]}, "redeployNonce": spec.get("redeployNonce", 0) + 1}
+        _change_and_wait_for(
+            app,
+            {**redeploy, "application": {"args": _with_output(app, REDEPLOYED_OUTPUT)}},
+            (number + 1, 1),
+            "redeploy",
+        )
+    status = app.status()
+    assert status["run"]["restoredFrom"] == chosen["path"]
+    assert "Redeploying" in (reasons := _events(app)), reasons
+    print(f"redeploy from a chosen savepoint: {time.monotonic() - clock:.1f}s")
+
+
 def test_sink_is_exactly_once_after_the_whole_lifecycle(app: scenario.AppHandle) -> None:
     expected = scenario.expected_tumbling_counts(app.input.counted())
     app.input.flush()
 
-    result = wait_for_every_window(app, expected, timeout=300)
-    assert {key: result[key] for key in expected} == dict(expected)
+    if not (app.data / REDEPLOYED_OUTPUT).exists():  # the redeploy step did not run (e.g. -k)
+        result = wait_for_every_window(app, expected, timeout=300)
+        assert {key: result[key] for key in expected} == dict(expected)
+        return
+    merged = app.wait(lambda: _both_outputs(app, expected), 300, "every expected window in the two outputs")
+    assert {key: merged[key] for key in expected} == dict(expected)
+
+
+def _both_outputs(app: scenario.AppHandle, expected: dict[tuple[str, str], int]) -> dict[tuple[str, str], int] | None:
+    """The windows of the output before the redeploy and after it, once they hold every expected one; a window both
+    hold (closed between the savepoint and the redeploy, written again by the new run) has the same count in each."""
+    old = read_tumbling(app.data / "output" / "tumbling")
+    new = read_tumbling(app.data / REDEPLOYED_OUTPUT / "tumbling")
+    assert all(old[key] == new[key] for key in set(old) & set(new)), "a window counted differently after the redeploy"
+    merged = {**old, **new}
+    return merged if set(merged) >= set(expected) else None
 
 
 def test_stateless_upgrade_starts_from_empty_state_into_a_new_output(app: scenario.AppHandle) -> None:
@@ -199,3 +254,24 @@ def test_stateless_upgrade_starts_from_empty_state_into_a_new_output(app: scenar
 
     result = wait_for_every_window(app, expected, "output-stateless", timeout=400)
     assert {key: result[key] for key in expected} == dict(expected)
+
+
+def test_deletion_takes_a_final_savepoint(e2e: E2E, app: scenario.AppHandle) -> None:
+    """spec.savepoints.onDeletion: deleting the app waits for a final savepoint of its running driver, which
+    outlives it; the deletion then completes (kubectl delete --wait returns)."""
+    app.patch_spec({"savepoints": {"onDeletion": True, "onDeletionTimeout": "3m"}})
+    app.wait(
+        lambda: names.FINAL_SAVEPOINT_FINALIZER in (app.app()["metadata"].get("finalizers") or []), 60, "the finalizer"
+    )
+    app.wait(lambda: app.status().get("phase") == "Running", 300, "Running")
+    clock = time.monotonic()
+    e2e.kubectl("delete", "sapp", scenario.APP, "-n", app.namespace, "--wait=true", "--timeout=240s")
+    print(f"deletion with a final savepoint: {time.monotonic() - clock:.1f}s")
+    saved = client.CustomObjectsApi(app.core.api_client).list_namespaced_custom_object(
+        models.GROUP, models.VERSION, app.namespace, models.SAVEPOINT_PLURAL
+    )["items"]
+    final = [item for item in saved if item["spec"]["reason"] == "deletion"]
+    assert [item["status"]["phase"] for item in final] == ["Succeeded"], final
+    assert app.local_path(final[0]["status"]["path"]).is_dir()
+    # posted right after the finalizer is released: kubectl may return first
+    app.wait(lambda: "FinalSavepoint" in _events(app), 30, "the FinalSavepoint event")

@@ -7,8 +7,15 @@ driver pod (port `metrics`, 9464), both over the pod network, as Prometheus woul
 
 from __future__ import annotations
 
+import http.client
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +27,7 @@ from headrace.controller.metrics import PHASES, RESTART_REASONS, RESULTS, SAVEPO
 from headrace.core.timefmt import parse_time
 from headrace.core.transitions import TRANSITIONS
 from headrace.runtime import metrics as runtime_metrics
-from testbed import scenario
+from testbed import build, scenario
 from testbed.environment import deployed_example
 from testbed.operator_pods import Samples, container_port, leader_pod, scrape
 
@@ -31,6 +38,9 @@ METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 FILES = 3
 # Documented as "where the source reports it": the file source has no backlog to report.
 NOT_FROM_A_FILE_SOURCE = {"headrace_query_source_backlog_records"}
+NOT_FROM_A_FILE_SOURCE_OPERATOR = {"headrace_app_source_backlog"}  # the app's backlog, from the same reports
+# Documented as "while the app has a savepoint": the module's first savepoint is its last test's.
+NO_SAVEPOINT_YET = {"headrace_app_last_savepoint_age_seconds"}
 WATERMARK_DELAY = 30.0  # the example's `--watermark 30 seconds` (testbed.scenario)
 RECENT_SECONDS = 600.0  # the last batch ran within this long before the scrape
 CLOCK_SLACK = 2.0  # the operator's and this process's clocks (one machine) and sub-second rounding
@@ -84,7 +94,8 @@ def test_operator_metrics_from_the_leader(e2e: E2E, running: scenario.AppHandle)
     )
     samples = _operator_samples(e2e, running)
     scraped_at = time.time()
-    missing = sorted(name for name in documented("Operator metrics") if not sample_names(name, samples))
+    conditional = NOT_FROM_A_FILE_SOURCE_OPERATOR | NO_SAVEPOINT_YET
+    missing = sorted(name for name in documented("Operator metrics") - conditional if not sample_names(name, samples))
     assert not missing, f"documented but not exported by the operator: {missing}"
     assert series(samples, "headrace_operator_leader") == [({}, 1.0)]
     reconciles = by_label(samples, "headrace_reconciles_total", "result")
@@ -179,3 +190,54 @@ def test_a_savepoint_is_counted_and_timed_by_trigger(e2e: E2E, running: scenario
     timed = by_label(samples, "headrace_savepoint_duration_seconds_count", "trigger")["manual"]
     took = by_label(samples, "headrace_savepoint_duration_seconds_sum", "trigger")["manual"]
     assert timed >= 1 and 0 < took / timed < 120, (timed, took)
+
+
+def _ui_page(port: int) -> str | None:
+    """The Spark UI's jobs page through the local forward (None while nothing answers)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/", timeout=10) as response:
+            return str(response.read().decode(errors="replace"))
+    except (OSError, http.client.HTTPException):
+        return None
+
+
+def test_the_ui_service_answers_across_a_restart(e2e: E2E, running: scenario.AppHandle, tmp_path: Path) -> None:
+    """`headrace ui` forwards a local port to the Spark UI through the app's Service `<app>-ui`; the driver pod is
+    deleted (a restart from the checkpoint) and the same command, still running, reaches the new driver's UI
+    through the same Service. The last in the module: it restarts the app."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    before = running.status()["run"]
+    service = running.core.read_namespaced_service(names.ui_service(running.name), running.namespace)
+    kubectl = build.binary("kubectl")
+    env = {**os.environ, "PATH": f"{kubectl.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = [sys.executable, "-m", "headrace.cli", "ui", running.name, "-n", running.namespace]
+    command += ["--kubeconfig", str(e2e.kubeconfig), "--port", str(port), "--retry", "1"]
+    output = (tmp_path / "ui.log").open("w")
+    process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        page = running.wait(lambda: _ui_page(port), 120, "the Spark UI through headrace ui")
+        assert "Spark Jobs" in page, page[:500]
+        (driver,) = running.running(names.ROLE_DRIVER)
+        running.core.delete_namespaced_pod(driver.metadata.name, running.namespace)
+        running.wait(
+            lambda: (run := running.status().get("run") or {}).get("attempt", 0) > before["attempt"] and run,
+            120,
+            "the next attempt",
+        )
+        running.wait(
+            lambda: [pod for pod in running.running(names.ROLE_DRIVER) if pod.metadata.labels.get(names.WRITER)],
+            300,
+            "the new driver running the queries",
+        )
+        page = running.wait(lambda: _ui_page(port), 180, "the Spark UI of the new driver, through the same command")
+        assert "Spark Jobs" in page, page[:500]
+        assert process.poll() is None  # the one command served both drivers
+        after = running.core.read_namespaced_service(names.ui_service(running.name), running.namespace)
+        assert after.metadata.uid == service.metadata.uid and after.spec.cluster_ip == service.spec.cluster_ip
+    finally:
+        os.killpg(process.pid, signal.SIGINT)  # the command and its kubectl (one session, started here)
+        process.wait(30)
+        output.close()
+        print((tmp_path / "ui.log").read_text()[-2000:])

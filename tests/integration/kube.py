@@ -185,13 +185,3 @@ def watching(namespace: str) -> dict[str, str]:
     operator watching the whole cluster would act on an earlier test's apps while they are taken apart.
     """
     return {"HEADRACE_NAMESPACES": namespace}
-
-
-def ui_backends(api: ApiClient, namespace: str, app: str) -> list[str]:
-    """The live pods the app's UI Service selects (the API server matching its selector; its EndpointSlices
-    would list the same pods, but refuse the stand-ins' loopback addresses)."""
-    core = client.CoreV1Api(api)
-    selector = core.read_namespaced_service(names.ui_service(app), namespace).spec.selector
-    text = ",".join(f"{key}={value}" for key, value in selector.items())
-    pods = core.list_namespaced_pod(namespace, label_selector=text).items
-    return sorted(pod.metadata.name for pod in pods if pod.metadata.deletion_timestamp is None)

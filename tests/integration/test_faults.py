@@ -410,7 +410,8 @@ def test_a_restart_sends_only_its_own_objects_and_a_second_failure_restores_a_de
         return [item.metadata.name for item in networking.list_namespaced_network_policy(namespace).items]
 
     def config_maps() -> list[str]:
-        items = core.list_namespaced_config_map(namespace, label_selector=f"{names.APP}={app}").items
+        attempts = f"{names.APP}={app},{names.RUN}"  # an attempt's (not the app's kept driver log)
+        items = core.list_namespaced_config_map(namespace, label_selector=attempts).items
         return sorted(item.metadata.name for item in items)
 
     def started(attempt: int) -> str:

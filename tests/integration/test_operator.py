@@ -106,9 +106,13 @@ def test_failed_driver_is_replaced_with_restart_bookkeeping(
     # the old attempt's pod went first; its config map and service were pruned
     wait_for(lambda: [p.metadata.name for p in driver_pods(api, namespace, "pay")] == ["pay-r1-a2-driver"])
     core = client.CoreV1Api(api)
-    assert [
-        cm.metadata.name for cm in core.list_namespaced_config_map(namespace, label_selector=f"{names.APP}=pay").items
-    ] == ["pay-r1-a2-conf"]
+    attempts = f"{names.APP}=pay,{names.RUN}"  # an attempt's objects (the app's own, like its kept log, have no run)
+    assert [cm.metadata.name for cm in core.list_namespaced_config_map(namespace, label_selector=attempts).items] == [
+        "pay-r1-a2-conf"
+    ]
+    # The failed driver's log was kept before its pod went (here no kubelet serves one: its text is empty).
+    kept = core.read_namespaced_config_map(names.driver_log("pay"), namespace)
+    assert kept.data["pod"] == "pay-r1-a1-driver"
 
 
 def test_too_many_failures_end_in_failed_phase_when_the_policy_says_so(

@@ -127,3 +127,11 @@ def test_the_leak_check_watches_node_mounts_but_not_other_podman_users_overlays(
     assert not cluster._cluster_mount("/var/lib/containers/storage/overlay")
     assert not cluster._cluster_mount("/var/lib/containers/storage/overlay/0a1b/merged")
     assert not cluster._cluster_mount("/proc")
+
+
+def test_the_leak_check_counts_podmans_links_and_rules_not_the_single_node_testbeds() -> None:
+    assert cluster._PODMAN_LINK.match(cluster._link_name("7: podman1: <BROADCAST> mtu 1500"))
+    assert cluster._PODMAN_LINK.match(cluster._link_name("9: veth3@if2: <BROADCAST> mtu 1500"))
+    assert not cluster._PODMAN_LINK.match(cluster._link_name("5: hr0: <BROADCAST> mtu 1500"))
+    assert not cluster._PODMAN_LINK.match(cluster._link_name("6: veth50ba2e3d@if2: <BROADCAST> mtu 1500"))
+    assert not cluster._cluster_mount("/tmp/headrace-bench-1/cluster/node/containerd/state/cri/netns/cni-1")

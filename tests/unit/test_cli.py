@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +12,8 @@ import pytest
 import yaml
 
 from headrace import cli
+from headrace.render import manifests
+from tests.unit.builders import attempt
 
 
 def app(phase: str, *, observed: int = 2, ready: str = "True", executors: int = 2, registered: int | None = 2,
@@ -132,3 +135,15 @@ def test_objects_print_as_kubectl_prints_them(output: str, capsys: pytest.Captur
     text = capsys.readouterr().out
     listed = json.loads(text) if output == "json" else yaml.safe_load(text)
     assert listed == {"apiVersion": "v1", "kind": "List", "items": [one, one]}
+
+
+def test_ui_forwards_to_the_driver_its_service_selects() -> None:
+    (service,) = [obj for obj in manifests.app_objects(attempt()) if obj["kind"] == "Service"]
+    selector = ",".join(f"{key}={value}" for key, value in service["spec"]["selector"].items())
+    assert cli.ui_selector("clicks") == selector
+    parsed = argparse.Namespace(namespace="analytics", port=8040, address="127.0.0.1", kubeconfig="/k", context=None)
+    command = cli.port_forward_command(parsed, "kubectl", "clicks-r1-a2-driver")
+    assert command == [
+        "kubectl", "port-forward", "-n", "analytics", "pod/clicks-r1-a2-driver", "8040:4040",
+        "--address", "127.0.0.1", "--kubeconfig", "/k",
+    ]  # fmt: skip

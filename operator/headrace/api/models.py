@@ -1068,6 +1068,7 @@ class AutoscalerSample(Model):
     busySeconds: float
     backlog: float | None = None
     executors: int
+    batches: int | None = Field(default=None, description="Batches that ended between the two reads.")
 
 
 class AutoscalerReading(Model):

@@ -34,6 +34,7 @@ from headrace.core.validation import app_cores, app_memory_mib
 
 HOUR = timedelta(hours=1)
 RECENT_SHARE = 1 / 3  # the input rate is the higher of the window's and of its last third's
+MIN_BATCHES = 5  # fewer batches with rows in the window: no decision on them (one slow batch is not a load)
 
 ScalingAction = Literal["hold", "scale", "repartition"]
 
@@ -49,6 +50,7 @@ class Sample:
     busy_seconds: float  # time the queries spent running batches in it
     backlog: float | None  # records waiting in the sources at its end (Kafka: latest minus committed offsets)
     executors: int  # executors registered while it ran
+    batches: int | None = None  # batches that ended in it (None: not counted)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ def sample_between(before: Reading, after: Reading) -> Sample | None:
         busy_seconds=max(0.0, later.busy_seconds - earlier.busy_seconds),
         backlog=after.backlog,
         executors=after.executors,
+        batches=later.batches - earlier.batches,
     )
 
 
@@ -250,12 +253,32 @@ def decide_scaling(
     recent = [sample for sample in samples if sample.at > now - timedelta(seconds=window * RECENT_SHARE)]
     if recent:  # a step in the load shows in the window's last part first: size for it at once
         stats = replace(stats, input_rate=max(stats.input_rate, window_stats(recent).input_rate))
+    unsized = _not_sized(situation, memory, stats, samples)
+    if unsized is not None:
+        return unsized
+    return _decide_on(situation, memory, stats)
+
+
+def _not_sized(
+    situation: _Situation, memory: AutoscalerMemory, stats: WindowStats, samples: Sequence[Sample]
+) -> tuple[Decision, AutoscalerMemory] | None:
+    """Windows the model cannot size on: no rows processed (stuck with a backlog, or idle: toward minExecutors), or
+    fewer batches (where counted) than MIN_BATCHES (one slow batch is not a load)."""
+    current = situation.current
     if not stats.rows_processed:
         if stats.backlog > 0:
             message = f"a backlog of {stats.backlog:.0f} records and no rows processed at {current} executors"
             return situation.hold("NoThroughput", message), memory
-        return _scale_down(replace(situation, described="no input in the metrics window"), memory, config.minExecutors)
-    return _decide_on(situation, memory, stats)
+        fewest = situation.spec.autoscaler.minExecutors
+        return _scale_down(replace(situation, described="no input in the metrics window"), memory, fewest)
+    counted = [sample.batches for sample in samples if sample.batches is not None]
+    if len(counted) < len(samples) or sum(counted) >= MIN_BATCHES:
+        return None
+    message = (
+        f"{sum(counted)} batches at {current} executors in the metrics window, fewer than {MIN_BATCHES}: too few to "
+        "size on (a new driver's first batches are slow); lengthen metricsWindow or stabilizationInterval"
+    )
+    return situation.hold("FewBatches", message), memory
 
 
 def _not_yet(situation: _Situation, memory: AutoscalerMemory) -> tuple[Decision, AutoscalerMemory] | None:
@@ -443,12 +466,19 @@ def _sample_record(sample: Sample) -> AutoscalerSample:
         busySeconds=sample.busy_seconds,
         backlog=sample.backlog,
         executors=sample.executors,
+        batches=sample.batches,
     )
 
 
 def _sample_of(record: AutoscalerSample) -> Sample:
     return Sample(
-        parse_time(record.at), record.seconds, record.inputRows, record.busySeconds, record.backlog, record.executors
+        parse_time(record.at),
+        record.seconds,
+        record.inputRows,
+        record.busySeconds,
+        record.backlog,
+        record.executors,
+        record.batches,
     )
 
 

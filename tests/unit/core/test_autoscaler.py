@@ -532,7 +532,9 @@ def reading_at(
 
 def test_a_sample_is_the_difference_of_two_readings() -> None:
     sample = sample_between(reading_at(0, 10, 5000, 12.0), reading_at(30, 16, 8000, 20.5))
-    assert sample == Sample(at=at(30), seconds=30.0, input_rows=3000, busy_seconds=8.5, backlog=50.0, executors=2)
+    assert sample == Sample(
+        at=at(30), seconds=30.0, input_rows=3000, busy_seconds=8.5, backlog=50.0, executors=2, batches=6
+    )
 
 
 @pytest.mark.parametrize(
@@ -552,3 +554,25 @@ def test_a_reading_needs_the_runtimes_counters() -> None:
     progress = DriverProgress(registered_executors=2, source_backlog=7.0, totals=BatchTotals(1, 2, 3.0))
     assert reading(progress, NOW) == Reading(NOW, BatchTotals(1, 2, 3.0), 7.0, 2, None)
     assert reading(replace(progress, totals=None), NOW) is None
+
+
+def _polled(batches: int, busy: float) -> list[Sample]:
+    """One minute as two 30 s polls, each with `batches` batches of 1 row/s in all, busy `busy` of each second."""
+    return [
+        Sample(at=NOW - timedelta(seconds=30 * index), seconds=30.0, input_rows=30, busy_seconds=30 * busy,
+               backlog=0.0, executors=1, batches=batches)
+        for index in (1, 0)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("batches", "reason"), [(1, "FewBatches"), (2, "FewBatches"), (3, "ScaleUp"), (None, "ScaleUp")]
+)
+def test_a_window_of_a_few_slow_batches_is_not_sized_on(batches: int | None, reason: str) -> None:
+    """Measured on the cluster: a new driver's first slow batches (1 row/s, in batches 105% of the time) alone
+    scaled an app from 1 to 3 executors before any load. Fewer than MIN_BATCHES batches with rows: a hold; samples
+    from before batches were counted (None) are sized on as before."""
+    app_spec = spec(autoscaler={"mode": "active", "metricsWindow": "60s", "maxExecutors": 3})
+    memory = AutoscalerMemory(executors=1, size_since=START)
+    decision, _ = decide_scaling(app_spec, memory, signals(_polled(batches, 1.05), executors=1), NOW)  # type: ignore[arg-type]
+    assert decision.reason == reason, decision.message

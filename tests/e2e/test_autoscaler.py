@@ -1,0 +1,95 @@
+"""The active autoscaler on the local cluster (issue 27): a Kafka load ramp, steady -> 4x step -> steady -> back
+down, against the ramp app (testbed.autoscale: each row costs 1 ms of an executor core, in 12 tasks, so more
+executors process more). The app scales up in place, absorbs the backlog, holds without flapping, scales down
+after the (short) scaleDownDelay, and its sink holds every produced event exactly once.
+
+The autoscaler's windows are short so that the ramp fits in CI (about 7 minutes); bench/autoscaler.py runs the
+same ramp for 20 minutes and more.
+
+Opt-in (HEADRACE_AUTOSCALER_E2E=1) until the ramp is calibrated: its one run (2026-11-27 13:10 UTC, load average
+about 12 on the 2 cores) found every batch of the ramp app costing about 4 s whatever its rows (154 rows/s of
+capacity at 250 rows/s and 3 executors, in batches 114% of the time), so the app scaled to 3 executors before the
+step (its first window held only the start's slow batches: a 20 s stabilizationInterval is too short) and stayed
+at maxExecutors; the backlog read 0 throughout (docs/autoscaler.md, "The signals"). A longer trigger (10-20 s),
+the default stabilizationInterval and maxOffsetsPerTrigger on the source are the next things to try.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from testbed import autoscale, chaos, sink
+
+from .conftest import E2E
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(1200),
+    pytest.mark.skipif(
+        os.environ.get("HEADRACE_AUTOSCALER_E2E") != "1", reason="opt-in until calibrated: HEADRACE_AUTOSCALER_E2E=1"
+    ),
+]
+
+LOW, HIGH = 250.0, 1000.0  # rows/s: 1 executor is busy about half the time at LOW, cannot keep up with HIGH
+PHASES = [autoscale.Phase(60, LOW), autoscale.Phase(180, HIGH), autoscale.Phase(210, LOW)]
+STEP_AT, DROP_AT = 60.0, 240.0
+SCALE_DOWN_DELAY = 60.0
+AUTOSCALER = {
+    "mode": "active",
+    "minExecutors": 1,
+    "maxExecutors": 3,
+    "targetUtilization": 0.6,
+    "utilizationBoundary": 0.2,
+    "metricsWindow": "60s",
+    "stabilizationInterval": "20s",
+    "scaleDownDelay": f"{SCALE_DOWN_DELAY:.0f}s",
+    "catchUpDuration": "60s",
+    "rescaleTime": "20s",
+}
+
+
+@pytest.fixture(scope="module")
+def ramp(e2e: E2E) -> Iterator[tuple[autoscale.Trace, sink.SinkCheck]]:
+    with autoscale.ramp_app(e2e, "autoscale", autoscaler=AUTOSCALER) as app:
+        (trace,), _ = autoscale.run_ramp([app], PHASES)
+        for action in trace.actions:
+            print(f"{action.at:6.0f} s {action.reason}: {action.message}")
+        yield trace, chaos.settled_sink(app, stall_timeout=180)
+
+
+def _scaled(trace: autoscale.Trace, word: str) -> list[autoscale.Action]:
+    return [action for action in trace.scaled() if f"({word})" in action.message]
+
+
+def test_the_step_scales_up_in_place_and_the_backlog_is_absorbed(
+    ramp: tuple[autoscale.Trace, sink.SinkCheck],
+) -> None:
+    trace, _ = ramp
+    ups = _scaled(trace, "ScaleUp")
+    assert ups, f"no scale-up: {trace.actions}"
+    assert STEP_AT <= ups[0].at < DROP_AT, ups
+    more = [point for point in trace.points if STEP_AT < point.at < DROP_AT and (point.executors or 0) > 1]
+    assert more, "the new executors never registered during the step"
+    peak = trace.peak_backlog(STEP_AT, DROP_AT)
+    assert peak > 0
+    absorbed = [point for point in trace.points if more[0].at < point.at < DROP_AT and (point.backlog or 0) < peak / 4]
+    assert absorbed, f"the backlog (peak {peak:.0f}) was not absorbed before the load dropped"
+
+
+def test_no_flapping_and_a_scale_down_only_after_the_delay(ramp: tuple[autoscale.Trace, sink.SinkCheck]) -> None:
+    trace, _ = ramp
+    downs = _scaled(trace, "ScaleDown")
+    assert not [action for action in downs if action.at < DROP_AT], "scaled down under the high load"
+    assert downs, f"no scale-down after the load dropped: {trace.actions}"
+    assert downs[0].at >= DROP_AT + SCALE_DOWN_DELAY
+    assert not [action for action in _scaled(trace, "ScaleUp") if action.at > DROP_AT], "scaled up again at LOW"
+    assert len(trace.scaled()) <= 4, trace.scaled()
+    assert not [action for action in trace.actions if "IneffectiveScaleUp" in action.message]
+
+
+def test_the_sink_holds_every_event_exactly_once(ramp: tuple[autoscale.Trace, sink.SinkCheck]) -> None:
+    _, check = ramp
+    assert check.ok, check
