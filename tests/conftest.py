@@ -1,7 +1,8 @@
 """Shared fixtures: a real control plane (etcd + kube-apiserver + controller-manager + scheduler) per test
 session, an API client for it, and a throw-away namespace per test; and the split of the suite over
 two pytest-xdist workers (`make test`): the tests that need the machine's one real node on one, in
-order, everything else on the other.
+order, everything else on the other, and the multi-node kind cluster's package (its own podman
+containers, not the node) on whichever of the two runs out of work first.
 
 The logic lives in `testbed.controlplane`; this file only wires it into pytest. Tests that use
 `control_plane` (directly or through `kube_api`/`namespace`) are marked `apiserver` automatically; the
@@ -24,7 +25,9 @@ from testbed.controlplane import (
 
 # Packages whose tests start the machine's one real node (or build what it runs). Under `pytest -n 2`
 # (`make test`) they run in collection order on one worker, everything else on the other.
-NODE_PACKAGES = frozenset({"e2e", "multinode", "testbed"})
+NODE_PACKAGES = frozenset({"e2e", "testbed"})
+# The kind cluster's package: a third unit of work, handed to the first worker that runs out of its own.
+KIND_PACKAGE = "multinode"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,14 +38,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def worker_share(nodeid: str) -> str:
-    """`node` for a test of the node's packages, `local` for any other (a node id is `tests/<package>/...`)."""
+    """`node` for a test of the node's packages, `multinode` for the kind cluster's, `local` for any other (a
+    node id is `tests/<package>/...`)."""
     parts = nodeid.split("/")
-    return "node" if len(parts) > 2 and parts[0] == "tests" and parts[1] in NODE_PACKAGES else "local"
+    package = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    if package == KIND_PACKAGE:
+        return KIND_PACKAGE
+    return "node" if package in NODE_PACKAGES else "local"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under `-n`, two work units: the node's tests and the rest (pytest-xdist's own `loadgroup` loses
-    its groups on pytest 9.2, pytest-dev/pytest-xdist#1386; its `loadscope` takes a unit per module)."""
+    """Under `-n`, three work units: the node's tests, the kind cluster's and the rest; xdist's scope
+    scheduling gives each worker one unit and the third to the first that runs low (pytest-xdist's own
+    `loadgroup` loses its groups on pytest 9.2, pytest-dev/pytest-xdist#1386; its `loadscope` takes a unit
+    per module)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class NodeAndLocal(LoadScopeScheduling):
