@@ -38,7 +38,7 @@ def finalizer(builder: Builder, spec: StreamingAppSpec | None) -> None:
         builder.actions.append(SetFinalizer(present=wanted(spec)))
 
 
-def decide(builder: Builder, spec: StreamingAppSpec | None, observation: Observation) -> None:
+def decide_deletion(builder: Builder, spec: StreamingAppSpec | None, observation: Observation) -> None:
     """One step of a deletion that waits for its final savepoint."""
     app = builder.app
     assert app.deleting_since is not None

@@ -113,7 +113,7 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     builder.status.observedGeneration = app.generation
     spec = _effective_spec(builder)
     if app.deleting_since is not None:
-        deletion.decide(builder, spec, observation)
+        deletion.decide_deletion(builder, spec, observation)
         return builder.plan()
     deletion.finalizer(builder, spec)
     if spec is None:
