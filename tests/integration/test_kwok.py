@@ -41,7 +41,9 @@ def test_driver_runs_on_a_kwok_node_and_is_replaced_there(
 
         core.delete_namespaced_pod(pod.metadata.name, namespace)
         started = time.monotonic()
-        replacement = wait_for(lambda: _running_driver(api, namespace, "sim", not_named=pod.metadata.name))
+        # Up to the fence's worst case when no deletion is confirmed in time (KWOK under load): the Lease's 15 s,
+        # its 5 s margin, then the next attempt.
+        replacement = wait_for(lambda: _running_driver(api, namespace, "sim", not_named=pod.metadata.name), 90)
         print(f"driver deleted -> new driver Running: {time.monotonic() - started:.2f}s")
         assert replacement.spec.node_name == f"kwok-{namespace}-0"
         assert core.read_namespaced_pod("stray", namespace).spec.node_name is None  # the taint kept it off

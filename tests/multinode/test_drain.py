@@ -60,7 +60,8 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
             drained = time.time() - began
             assert drain.returncode == 0, output
             assert REFUSED in output, f"the drain was never held by the budget:\n{output}"
-            new = current_driver(app)
+            # The log names an attempt's pod before the pod exists: wait for the pod it names.
+            new = app.wait(lambda: current_driver(app), 120, "the driver pod the status names")
             assert new.metadata.name != old.metadata.name and new.spec.node_name != node
             run = app.status()["run"]
             assert (run["number"], run["attempt"]) == (1, 2), run  # the same checkpoint: moved, not restarted
