@@ -89,9 +89,12 @@ def test_an_app_failing_at_start_is_startup_failing_and_degraded_to_argo_cd(
     health, message = assess(LUA, resource, tmp_path, now=datetime.now(UTC))
     assert health == "Degraded" and "StartupFailing" in message, (health, message)
 
-    events = app.core.list_namespaced_event(app.namespace, field_selector=f"involvedObject.name={name}").items
-    failed = [event.message for event in events if event.reason == "DriverFailed"]
-    assert failed and any(expected in message for message in failed), failed
+    def failed_events() -> list[str] | None:
+        events = app.core.list_namespaced_event(app.namespace, field_selector=f"involvedObject.name={name}").items
+        failed = [str(event.message) for event in events if event.reason == "DriverFailed"]
+        return failed if any(expected in message for message in failed) else None
+
+    failed = app.wait(failed_events, 60, f"{name}: a DriverFailed event naming {expected}")
     assert all(len(message) <= 1024 for message in failed)
     print(f"{name}: {degraded['message'][:300]}\nDriverFailed event: {failed[-1][:600]}")
 

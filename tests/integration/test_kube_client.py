@@ -111,12 +111,14 @@ def test_a_status_write_tells_a_stale_app_from_a_deleted_one(api: ApiClient, nam
         kube.replace_app_status(body, {"phase": "Running"})
 
 
-def test_the_kept_driver_log_is_created_then_replaced(kube_api: ApiClient, namespace: str) -> None:
-    """The next driver that ends replaces the kept log as a whole (the operator's `update` on configmaps)."""
-    kube = KubeClient(kube_api)
-    app = _owner(kube, namespace, "clicks")
+def test_the_kept_driver_log_is_created_then_replaced(api: ApiClient, namespace: str) -> None:
+    """The next driver that ends replaces the kept log as a whole (the operator's `update` on configmaps).
+    The log's owner is a real StreamingApp: owned by a uid no StreamingApp has, the garbage collector deleted it
+    under the test (a 404 in CI)."""
+    kube = KubeClient(api)
+    uid = create_app(api, namespace, app_manifest("clicks"))["metadata"]["uid"]
     for pod, log in (("clicks-r1-a1-driver", "first\n"), ("clicks-r1-a2-driver", "second\n")):
-        kept = manifests.driver_log_config_map("clicks", namespace, app["uid"], pod=pod, log=log, saved_at="t")
+        kept = manifests.driver_log_config_map("clicks", namespace, uid, pod=pod, log=log, saved_at="t")
         kube.put_config_map(kept)
     stored = kube.core.read_namespaced_config_map(names.driver_log("clicks"), namespace)
     assert stored.data == {"pod": "clicks-r1-a2-driver", "savedAt": "t", "log": "second\n"}

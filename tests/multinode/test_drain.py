@@ -65,7 +65,8 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
             assert new.metadata.name != old.metadata.name and new.spec.node_name != node
             run = app.status()["run"]
             assert (run["number"], run["attempt"]) == (1, 2), run  # the same checkpoint: moved, not restarted
-            assert {"DriverMoving", "UpgradePrewarmed", "StandbyPromoted"} <= event_reasons(app)
+            moved = {"DriverMoving", "UpgradePrewarmed", "StandbyPromoted"}
+            app.wait(lambda: moved <= event_reasons(app), 60, f"the events {sorted(moved)}")
             app.wait(app.driver_commits, 120, "a batch by the moved driver")
             pause = _longest_pause(app.commit_times_after(began - 10))
             print(f"drain of {node}: {drained:.0f} s; longest pause between batches around the move: {pause:.1f} s")

@@ -159,17 +159,19 @@ class Reconciler:
         delay = plan.requeue_after
         if (written := self.recorder.decision(body, view.status, plan, observation, now)) is not None:
             body, delay = written, _after_status_write(plan)
+        # The events tell what the status now records: posted before the actions, so an action that raises (the
+        # next reconcile decides from the written status and does not decide the same event again) loses none,
+        # and a reader who sees the status change finds its event without waiting for slow actions.
+        self._post_events(body, plan, now)
         for action in plan.actions:
             try:
                 delay = _sooner(delay, self.actions.act(body, action))
             except Refused as error:  # the remaining actions are dropped: decided again, knowing the refusal
-                self._post_events(body, plan, now)
                 return self._refused(
                     body, replace(view, status=plan.status), observation, action=action, error=error, now=now
                 )
             if isinstance(action, SetSavepointStatus):
                 self.savepoints.count_settled(action, observation, now)
-        self._post_events(body, plan, now)
         logger.debug(
             "reconciled %s/%s: status %s, actions %s, again in %s",
             namespace,
