@@ -22,10 +22,11 @@ from headrace.api import runtime_contract as contract
 from headrace.core import fence
 from testbed import scenario
 from testbed.environment import Environment
+from testbed.kind.apps import committing_app, current_driver, driver_pod
 from testbed.kind.cluster import PodmanKindCluster
 from testbed.kind.headrace import control_plane_node
 
-from .apps import assert_every_event_counted_once, committing_app, current_driver, driver_pod
+from .apps import assert_every_event_counted_once
 
 pytestmark = pytest.mark.e2e
 
