@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 LOW, HIGH = 200.0, 800.0  # rows/s: 1 executor is within the band at LOW, cannot keep up with HIGH
-STEP_AT, DROP_AT, END_AT = 45.0, 180.0, 300.0
+STEP_AT, DROP_AT, END_AT = 45.0, 180.0, 320.0
 PHASES = [
     autoscale.Phase(STEP_AT, LOW),
     autoscale.Phase(DROP_AT - STEP_AT, HIGH),
