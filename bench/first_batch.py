@@ -7,7 +7,8 @@ every 1.5 s, as the quick start's does). For each configuration (the current one
 operator's rendering set; then each candidate) the driver is SIGKILLed and started again `--rounds` times; each
 start is timed from process start and split into phases from Spark's own listener events:
 
-  jvm      process start -> SparkSession ready (the driver waits at a gate there, like a warm standby)
+  jvm      process start -> SparkSession ready (the driver waits at a gate there, like a warm standby; with
+           --warmup after the standby's warm-up query, as Headrace's standby runs it)
   start    gate opened -> both queries started (checkpoint metadata and state schema read from S3)
   trigger  query started -> its first trigger began (offset and commit logs read back)
   latest   the trigger's latestOffset (Kafka)      plan  queryPlanning
@@ -52,6 +53,7 @@ TRIGGER_SECONDS = 5.0  # the example's default trigger (the quick start passes n
 BUSY_LOAD = 6.0
 START_TIMEOUT = 240.0
 ACCESS_LOG = "s3-access.log"
+WARMUP_ENV = "FIRST_BATCH_WARMUP"
 
 
 def runtime_conf() -> dict[str, str]:
@@ -115,6 +117,14 @@ def driver(conf_path: Path, events_path: Path, gate: Path, app_args: list[str]) 
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if os.environ.get(WARMUP_ENV):  # a Headrace standby's warm-up query, run before it waits at its gate
+        import threading
+
+        from pyspark.sql.streaming import DataStreamWriter
+
+        from headrace.runtime import warmup
+
+        warmup.warm_up(spark, threading.Event(), DataStreamWriter.start)
     watched = ["spark.sql.streaming.checkpoint.fileChecksum.enabled", "spark.sql.streaming.stateStore.providerClass"]
     emit("session", conf={key: spark.conf.get(key, None) for key in watched})
 
@@ -285,19 +295,29 @@ def one_start(
 
 
 @contextlib.contextmanager
-def services(workdir: Path) -> Iterator[tuple[str, str, dict[str, str], list[Path]]]:
-    """The S3 server, the Kafka broker with its producer (120 clicks every 1.5 s) and the jars."""
+def services(workdir: Path, s3_latency: float) -> Iterator[tuple[str, str, dict[str, str], list[Path]]]:
+    """The S3 server (behind a proxy adding `s3_latency` seconds to each request), the Kafka broker with its
+    producer (120 clicks every 1.5 s) and the jars."""
+    from urllib.parse import urlsplit
+
     from testbed import kafka, objectstore, scenario
+    from testbed.tcpproxy import TcpProxy
 
     jars = [*objectstore.s3a_jars(), *kafka.spark_kafka_jars()]
     os.environ["VGW_ACCESS_LOG"] = str(workdir / ACCESS_LOG)  # the gateway logs every request there
     with objectstore.ObjectStore() as store, kafka.KafkaBroker() as broker:
-        topic = scenario.ClickTopic(broker.bootstrap_servers, "clicks").resume()
-        for _ in range(10):
-            topic.next_file()
-        env = {"AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}
-        with scenario.Writer(topic, 1.5):
-            yield store.endpoint, f"s3a://{store.bucket}", {**env, "bootstrap": broker.bootstrap_servers}, jars
+        server = urlsplit(store.endpoint)
+        with TcpProxy((server.hostname or "127.0.0.1", server.port or 80), delay_seconds=s3_latency) as proxy:
+            topic = scenario.ClickTopic(broker.bootstrap_servers, "clicks").resume()
+            for _ in range(10):
+                topic.next_file()
+            env = {
+                "AWS_ACCESS_KEY_ID": store.access_key,
+                "AWS_SECRET_ACCESS_KEY": store.secret_key,
+                "bootstrap": broker.bootstrap_servers,
+            }
+            with scenario.Writer(topic, 1.5):
+                yield f"http://127.0.0.1:{proxy.port}", f"s3a://{store.bucket}", env, jars
 
 
 def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -307,6 +327,12 @@ def _summary(rows: list[dict[str, float]]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="measured restarts per configuration")
+    parser.add_argument(
+        "--s3-latency-ms", type=float, default=0.0, help="added to each S3 request (a round trip to a real S3)"
+    )
+    parser.add_argument(
+        "--warmup", action="store_true", help="each driver runs the standby's warm-up query before its gate"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every row here")
     parser.add_argument("--only", default=None, help="comma-separated configurations (baseline is always run)")
     args = parser.parse_args(argv)
@@ -316,12 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown configurations {unknown}; known: {sorted(CANDIDATES)}")
     from headrace.render import manifests
 
-    print(f"{time.strftime('%H:%M:%S')} starting (load {load():.1f})", flush=True)
+    print(f"{time.strftime('%H:%M:%S')} starting, S3 latency {args.s3_latency_ms} ms (load {load():.1f})", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="headrace-first-batch-"))
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     operations: dict[str, list[dict[str, int]]] = {name: [] for name in names}
     try:
-        with services(workdir) as (endpoint, bucket, env, jars):
+        if args.warmup:
+            os.environ[WARMUP_ENV] = "1"  # inherited by the drivers
+        with services(workdir, args.s3_latency_ms / 1000) as (endpoint, bucket, env, jars):
             bootstrap = env.pop("bootstrap")
             os.environ.update(env)  # S3A's default chain reads the credentials from the environment
             base = {
