@@ -3,11 +3,18 @@ down, against the ramp app (testbed.autoscale: each row costs 1 ms of an executo
 executors process more). The app scales up in place, absorbs the backlog, holds without flapping, scales down
 after the (short) scaleDownDelay, and its sink holds every produced event exactly once.
 
-Calibrated for the test machine's loaded node, where a batch of the ramp app costs about 4 s whatever its rows
-(docs/autoscaler.md, "A batch's fixed cost"): an 8 s trigger keeps that fixed cost at half of it, so that 200
-rows/s (about 2 s of rows per batch) is within the band at 1 executor and 800 rows/s falls behind it; the source
-reads at most 12000 records a batch, so that the backlog shows. The windows are short so that the ramp fits in CI;
+Meant for the test machine's loaded node, where a batch of the ramp app costs about 4 s whatever its rows
+(docs/autoscaler.md, "A batch's fixed cost"): an 8 s trigger keeps that cost at half of it, 100 rows/s was to be
+within the band at 1 executor and 400 rows/s beyond it (it was not: below); the source reads at most 6400
+records a batch, so that the backlog shows. The windows are short so that the ramp fits in CI;
 bench/autoscaler.py runs the same ramp for 20 minutes and more.
+
+Opt-in (HEADRACE_AUTOSCALER_E2E=1) until calibrated: two runs on 2026-11-27 (16:46 and 17:00 UTC, load average
+about 12, 834 s and 491 s) each passed 2 of 3 (docs/autoscaler.md, "Measured on the cluster"). On that node one
+executor runs a batch's 20 tasks one by one and was saturated by 100 rows/s (capacity 90 rows/s), so the app
+scaled up on the low load and the step left no backlog; a batch's row-independent cost shrinks with executors,
+which the model does not assume yet. Next: fewer tasks in the ramp app, a lower low load (about 40 rows/s), or the
+executors' task time as the capacity signal.
 """
 
 from __future__ import annotations
