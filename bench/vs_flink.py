@@ -1085,9 +1085,11 @@ def main() -> None:
     if options.realtime_probe:
         realtime_probe(json.loads(options.realtime_probe))
         return
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the clean-up below runs on a plain kill too
+    from testbed import procs
+
     began = time.monotonic()
-    print(run(QUICK if options.quick else Shape(), keep=options.keep), flush=True)
+    with procs.terminated_as_interrupt():  # the clean-up below runs on a plain kill too
+        print(run(QUICK if options.quick else Shape(), keep=options.keep), flush=True)
     print(f"({time.monotonic() - began:.0f} s)", flush=True)
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 
 from testbed import REPOSITORY, build, host, procs
 from testbed.cluster_kafka import ClusterKafka
@@ -263,31 +263,27 @@ def up_action(state: ClusterState | None, supervisor_alive: bool) -> str:
     return "already-up" if state.ready else "wait"
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def serve(workdir: Path) -> int:
     """Run the cluster in this process until SIGTERM or SIGINT, recording progress in the state file."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    cluster = Cluster(workdir, image_store=image_store())
-    _write_state(ClusterState(os.getpid(), str(workdir)))
-    try:
-        kubeconfig = cluster.up()
-        shutil.copyfile(kubeconfig, kubeconfig_path())
-        ready = ClusterState(os.getpid(), str(workdir), True, str(kubeconfig_path()), cluster.up_seconds)
-        _write_state(dataclasses.replace(ready, kafka_bootstrap=cluster.kafka_bootstrap))
-        print(f"cluster up in {cluster.up_seconds:.1f}s", flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        print("stopping", flush=True)
-    except Exception as error:
-        _write_state(ClusterState(os.getpid(), str(workdir), error=f"{type(error).__name__}: {error}"))
-        raise
-    finally:
-        cluster.down()
-        print(f"cluster down in {cluster.down_seconds:.1f}s", flush=True)
+    with procs.terminated_as_interrupt():
+        cluster = Cluster(workdir, image_store=image_store())
+        _write_state(ClusterState(os.getpid(), str(workdir)))
+        try:
+            kubeconfig = cluster.up()
+            shutil.copyfile(kubeconfig, kubeconfig_path())
+            ready = ClusterState(os.getpid(), str(workdir), True, str(kubeconfig_path()), cluster.up_seconds)
+            _write_state(dataclasses.replace(ready, kafka_bootstrap=cluster.kafka_bootstrap))
+            print(f"cluster up in {cluster.up_seconds:.1f}s", flush=True)
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopping", flush=True)
+        except Exception as error:
+            _write_state(ClusterState(os.getpid(), str(workdir), error=f"{type(error).__name__}: {error}"))
+            raise
+        finally:
+            cluster.down()
+            print(f"cluster down in {cluster.down_seconds:.1f}s", flush=True)
     return 0
 
 

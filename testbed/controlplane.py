@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# The issuer's discovery document and keys (an OpenID provider's), served by the apiserver itself.
+OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
+JWKS_PATH = "/openid/v1/jwks"
 APISERVER_DNS_NAMES = (
     "localhost",
     "kubernetes",
@@ -204,6 +207,9 @@ def apiserver_command(plan: Plan) -> list[str]:
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={credentials.service_account_public_key}",
         f"--service-account-signing-key-file={credentials.service_account_key}",
+        # The discovery document names the keys where this machine's clients reach them (an STS trusting the
+        # issuer fetches them; the issuer's own name resolves only inside the cluster).
+        f"--service-account-jwks-uri={https_url(host_for_clients(plan.bind_address), plan.ports.apiserver)}{JWKS_PATH}",
         f"--kubelet-client-certificate={credentials.kubelet_client_cert}",
         f"--kubelet-client-key={credentials.kubelet_client_key}",
         "--kubelet-preferred-address-types=InternalIP",

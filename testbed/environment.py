@@ -24,7 +24,7 @@ from kubernetes import config
 from kubernetes.client import ApiClient
 
 from headrace.core.validation import RESTRICTED_VOLUME_TYPES
-from testbed import REPOSITORY, build, images, scenario
+from testbed import REPOSITORY, build, images, procs, scenario
 from testbed.cluster import REGISTRY_NAME, Cluster
 from testbed.controlplane import ControlPlane, create_namespace, delete_namespace
 from testbed.objectstore import ClusterObjectStore
@@ -127,7 +127,7 @@ def environment(workdir: Path) -> Iterator[Environment]:
         return
     images.build_all()
     build.ensure_helm()
-    with Cluster(workdir / "cluster", registry=True) as cluster:
+    with procs.terminated_as_interrupt(), Cluster(workdir / "cluster", registry=True) as cluster:
         assert cluster.registry is not None
         push_images(cluster.registry)
         data_root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scenario.pod_data_root("e2e")))

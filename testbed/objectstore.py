@@ -161,6 +161,7 @@ class S3Client:
     access_key: str
     secret_key: str
     region: str = REGION
+    session_token: str = ""  # temporary credentials (STS) sign with their session token too
 
     def answers(self) -> bool:
         """Whether the server lists buckets for these credentials (a start-up health check)."""
@@ -176,10 +177,11 @@ class S3Client:
         """Send one signed request; returns (status, body) for any HTTP status."""
         url = self.endpoint.rstrip("/") + path
         payload = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA256
+        token = {"x-amz-security-token": self.session_token} if self.session_token else {}
         signed = sign(
             method,
             url,
-            headers or {},
+            {**(headers or {}), **token},
             payload,
             access_key=self.access_key,
             secret_key=self.secret_key,

@@ -2,7 +2,8 @@
 
 Owns: starting a binary in its own process group with its output in a log file, waiting until it is
 healthy (failing fast, with the log's tail, when it dies), stopping its whole group (SIGTERM, then
-SIGKILL after a grace period), free TCP ports, and reading a process's memory from /proc.
+SIGKILL after a grace period), free TCP ports, reading a process's memory from /proc, and turning a plain kill
+of the calling program into an interrupt (so its clean-up runs).
 Never: knows what a component is or how to configure it; that belongs to its callers.
 """
 
@@ -17,14 +18,35 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Self
 
 _PR_SET_PDEATHSIG = 1
 DEFAULT_GRACE_SECONDS = 5.0
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """While inside: SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, so the `with` blocks around the
+    caller unwind (nodes stopped, mounts unmounted, directories removed) when a bench or the cluster is killed
+    with a plain `kill` or its terminal closes. Without it Python exits at once and leaves them behind (a killed
+    bench left its node's containerd mounts in /tmp/headrace-bench-*). Elsewhere than the main thread: no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 class Started:

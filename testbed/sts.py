@@ -1,10 +1,12 @@
 """A real STS for tests of web identity: MinIO's server (S3 and STS in one, built from its Go module at the pinned
 pseudo-version) trusting an OpenID issuer.
 
-Owns: building the MinIO binary into the cache (`build.go_install`), a local OpenID issuer (discovery document,
-JWKS, RS256 tokens for an audience, like a cluster's ServiceAccount issuer), and a running MinIO whose one role
-(readwrite, the role ARN MinIO derives from the client id) is assumed with such tokens through
-AssumeRoleWithWebIdentity; with one bucket. A context manager that always cleans up.
+Owns: building the MinIO binary into the cache (`build.go_install`), the OpenID providers MinIO can trust (a
+cluster's ServiceAccount issuer, served by its kube-apiserver and readable anonymously once
+`allow_anonymous_discovery` binds it; or a local issuer of our own whose RS256 tokens stand in for one), a running
+MinIO whose one role (readwrite, the role ARN MinIO derives from the client id) is assumed with such tokens through
+AssumeRoleWithWebIdentity, with one bucket (a context manager that always cleans up), and the STS call itself
+(`assume_role_with_web_identity`), as the AWS SDK makes it.
 """
 
 from __future__ import annotations
@@ -18,20 +20,33 @@ import shutil
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from testbed import build, procs
+from testbed.controlplane import OPENID_CONFIGURATION_PATH
 from testbed.objectstore import LOOPBACK, REGION, S3Client
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from testbed.controlplane import ControlPlane
 
 MINIO_MODULE = "github.com/minio/minio"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"  # no tagged versions: the pseudo-version @latest resolved to
 START_TIMEOUT_SECONDS = 60.0
 ROLE_POLICY = "readwrite"
+STS_VERSION = "2011-06-15"
+DISCOVERY_ROLE = "system:service-account-issuer-discovery"  # the apiserver's own ClusterRole
+DISCOVERY_BINDING = "headrace-testbed:anonymous-issuer-discovery"
 
 
 def binary_path() -> Path:
@@ -54,10 +69,115 @@ def role_arn(client_id: str, region: str = REGION) -> str:
     return f"arn:minio:iam:{region}::role/{resource}"
 
 
+class OpenIdProvider(Protocol):
+    """What MinIO needs of an OpenID provider: where its discovery document is, and the CA its TLS needs."""
+
+    @property
+    def config_url(self) -> str: ...
+
+    @property
+    def ca_cert(self) -> Path | None: ...
+
+
+@dataclass(frozen=True)
+class ClusterIssuer:
+    """A cluster's ServiceAccount issuer as an OpenID provider: its kube-apiserver serves the discovery document
+    and the JWKS (`--service-account-jwks-uri` names where this machine reaches them) over the cluster CA's TLS."""
+
+    apiserver_url: str
+    ca_cert: Path
+
+    @classmethod
+    def of(cls, control_plane: ControlPlane) -> ClusterIssuer:
+        """The issuer of the testbed's control plane, as clients on this machine reach it."""
+        return cls(control_plane.url, control_plane.ca_cert)
+
+    @property
+    def config_url(self) -> str:
+        """The discovery document's URL."""
+        return f"{self.apiserver_url}{OPENID_CONFIGURATION_PATH}"
+
+
+def allow_anonymous_discovery(api: ApiClient) -> None:
+    """Let unauthenticated clients (an STS fetching the issuer's keys) read the discovery document and JWKS: bind
+    the apiserver's `system:service-account-issuer-discovery` ClusterRole to `system:unauthenticated`, as managed
+    clusters publish their issuer. Idempotent."""
+    from kubernetes import client
+
+    body: Any = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": DISCOVERY_BINDING},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DISCOVERY_ROLE},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:unauthenticated"}],
+    }
+    try:
+        client.RbacAuthorizationV1Api(api).create_cluster_role_binding(body)
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def service_account_token(api: ApiClient, namespace: str, account: str, audience: str, seconds: int = 600) -> str:
+    """A ServiceAccount token for `audience` (TokenRequest), as the kubelet projects into a pod."""
+    from kubernetes import client
+
+    request: Any = {"spec": {"audiences": [audience], "expirationSeconds": seconds}}
+    answer = client.CoreV1Api(api).create_namespaced_service_account_token(account, namespace, request)
+    if answer.status is None:
+        raise RuntimeError(f"TokenRequest for {namespace}/{account} answered no token")
+    return str(answer.status.token)
+
+
+class StsRefused(RuntimeError):
+    """The STS refused the token: its error code (e.g. ``InvalidIdentityToken``) and message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"STS answered {status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+def _xml_field(text: str, name: str) -> str:
+    start, end = text.find(f"<{name}>"), text.find(f"</{name}>")
+    return text[start + len(name) + 2 : end] if 0 <= start < end else ""
+
+
+def assume_role_with_web_identity(endpoint: str, role: str, token: str, seconds: int = 900) -> S3Client:
+    """Exchange a web identity token for temporary credentials (STS AssumeRoleWithWebIdentity, unsigned, as the
+    AWS SDK calls it); an S3 client signing with them. Raises `StsRefused` when the STS refuses."""
+    form = {
+        "Action": "AssumeRoleWithWebIdentity",
+        "Version": STS_VERSION,
+        "RoleArn": role,
+        "RoleSessionName": "headrace-test",
+        "WebIdentityToken": token,
+        "DurationSeconds": str(seconds),
+    }
+    if not endpoint.startswith(("http://", "https://")):
+        raise ValueError(f"not an STS endpoint URL: {endpoint}")
+    request = urllib.request.Request(endpoint, data=urllib.parse.urlencode(form).encode(), method="POST")  # noqa: S310
+    request.add_header("Content-Type", "application/x-www-form-urlencoded")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - our own endpoint
+            text = response.read().decode()
+    except urllib.error.HTTPError as error:
+        text = error.read().decode()
+        raise StsRefused(error.code, _xml_field(text, "Code"), _xml_field(text, "Message")) from None
+    return S3Client(
+        endpoint,
+        _xml_field(text, "AccessKeyId"),
+        _xml_field(text, "SecretAccessKey"),
+        session_token=_xml_field(text, "SessionToken"),
+    )
+
+
 class OpenIdIssuer(procs.Started):
     """An OpenID issuer on loopback: its discovery document and JWKS, and RS256 tokens signed with its key."""
 
-    def __init__(self) -> None:
+    ca_cert: Path | None = None  # plain HTTP
+
+    def __init__(self, key_id: str = "headrace-test") -> None:
+        self.key_id = key_id
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -68,11 +188,16 @@ class OpenIdIssuer(procs.Started):
         """The issuer (`iss`), whose /.well-known/openid-configuration MinIO reads."""
         return f"http://{LOOPBACK}:{self.port}"
 
+    @property
+    def config_url(self) -> str:
+        """The discovery document's URL."""
+        return f"{self.url}{OPENID_CONFIGURATION_PATH}"
+
     def _documents(self) -> dict[str, bytes]:
         numbers = self._key.public_key().public_numbers()
         jwk = {
             "kty": "RSA",
-            "kid": "headrace-test",
+            "kid": self.key_id,
             "use": "sig",
             "alg": "RS256",
             "n": _b64url(numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")),
@@ -88,15 +213,15 @@ class OpenIdIssuer(procs.Started):
             "id_token_signing_alg_values_supported": ["RS256"],
         }
         return {
-            "/.well-known/openid-configuration": json.dumps(discovery).encode(),
+            OPENID_CONFIGURATION_PATH: json.dumps(discovery).encode(),
             "/keys": json.dumps({"keys": [jwk]}).encode(),
         }
 
-    def token(self, subject: str, audience: str, lifetime_seconds: int = 3600) -> str:
-        """A signed token for `audience`, as a projected ServiceAccount token is."""
+    def token(self, subject: str, audience: str, lifetime_seconds: int = 3600, issuer: str = "") -> str:
+        """A signed token for `audience`, as a projected ServiceAccount token is (`issuer`: claim another's name)."""
         now = int(time.time())
-        header = {"alg": "RS256", "kid": "headrace-test", "typ": "JWT"}
-        claims = {"iss": self.url, "sub": subject, "aud": [audience], "iat": now, "nbf": now}
+        header = {"alg": "RS256", "kid": self.key_id, "typ": "JWT"}
+        claims = {"iss": issuer or self.url, "sub": subject, "aud": [audience], "iat": now, "nbf": now}
         claims["exp"] = now + lifetime_seconds
         signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
         signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
@@ -133,12 +258,15 @@ class OpenIdIssuer(procs.Started):
 
 
 class MinioSts(procs.Started):
-    """MinIO on loopback over a temporary directory, trusting `issuer` for `audience`, with one bucket."""
+    """MinIO over a temporary directory, trusting `issuer` for `audience`, with one bucket. It listens on
+    `address` (loopback; the node's bridge gateway for pods, which this machine reaches too)."""
 
-    def __init__(self, issuer: OpenIdIssuer, audience: str, bucket: str = "headrace") -> None:
-        self.issuer, self.audience, self.bucket = issuer, audience, bucket
+    def __init__(
+        self, issuer: OpenIdProvider, audience: str, bucket: str = "headrace", address: str = LOOPBACK
+    ) -> None:
+        self.issuer, self.audience, self.bucket, self.address = issuer, audience, bucket, address
         self.workdir = Path(tempfile.mkdtemp(prefix="headrace-minio-"))
-        self.port = procs.free_port(LOOPBACK)
+        self.port = procs.free_port(address)
         self.console_port = procs.free_port(LOOPBACK)
         self.access_key = "HR" + secrets.token_hex(9).upper()
         self.secret_key = secrets.token_hex(20)
@@ -147,7 +275,7 @@ class MinioSts(procs.Started):
     @property
     def endpoint(self) -> str:
         """S3 and STS endpoint."""
-        return f"http://{LOOPBACK}:{self.port}"
+        return f"http://{self.address}:{self.port}"
 
     @property
     def role_arn(self) -> str:
@@ -172,12 +300,17 @@ class MinioSts(procs.Started):
             "MINIO_SITE_REGION": REGION,
             "MINIO_BROWSER": "off",
             "MINIO_UPDATE": "off",
-            "MINIO_IDENTITY_OPENID_CONFIG_URL": f"{self.issuer.url}/.well-known/openid-configuration",
+            "MINIO_IDENTITY_OPENID_CONFIG_URL": self.issuer.config_url,
             "MINIO_IDENTITY_OPENID_CLIENT_ID": self.audience,
             "MINIO_IDENTITY_OPENID_ROLE_POLICY": ROLE_POLICY,
         }
-        address = ["--address", f"{LOOPBACK}:{self.port}", "--console-address", f"{LOOPBACK}:{self.console_port}"]
-        argv = [str(ensure_binary()), "server", "--quiet", *address, str(self.root)]
+        # MinIO trusts the CAs in <certs-dir>/CAs (the apiserver's); with no key pair there it serves plain HTTP.
+        certs = self.workdir / "certs"
+        (certs / "CAs").mkdir(parents=True)
+        if self.issuer.ca_cert is not None:
+            shutil.copy(self.issuer.ca_cert, certs / "CAs" / "issuer-ca.crt")
+        address = ["--address", f"{self.address}:{self.port}", "--console-address", f"{LOOPBACK}:{self.console_port}"]
+        argv = [str(ensure_binary()), "server", "--quiet", "--certs-dir", str(certs), *address, str(self.root)]
         self._process = procs.spawn("minio", argv, self.workdir / "minio.log", env=env)
         procs.wait_until_healthy(
             self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.3

@@ -251,10 +251,20 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         gives the kubelet the container's new address)."""
         started = time.time()
         _podman("start", node)
+        self._wait_ready_since(node, started, timeout, "its restart")
+
+    def restart_kubelet(self, node: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        """Restart the node's kubelet (as an upgrade of the kubelet or a crash of it does; its pods' containers run
+        on under containerd) and wait until it reports the node Ready afresh."""
+        started = time.time()
+        self.node_exec(node, "systemctl", "restart", "kubelet")
+        self._wait_ready_since(node, started, timeout, "its kubelet's restart")
+
+    def _wait_ready_since(self, node: str, moment: float, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
-        while not self._ready_since(node, started):
+        while not self._ready_since(node, moment):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"node {node} not Ready within {timeout:.0f} s of its restart")
+                raise TimeoutError(f"node {node} not Ready within {timeout:.0f} s of {what}")
             time.sleep(2)
 
     def _ready_since(self, node: str, moment: float) -> bool:

@@ -9,35 +9,28 @@ holds every event exactly once.
 
 from __future__ import annotations
 
-import itertools
-import subprocess
 import time
 
 import pytest
 
 from headrace.api import names
-from testbed import build, scenario
+from testbed import scenario
 from testbed.environment import Environment
+from testbed.kind.apps import (
+    DRAIN_REFUSED,
+    committing_app,
+    current_driver,
+    drain_node,
+    event_reasons,
+    longest_pause,
+)
 from testbed.kind.cluster import PodmanKindCluster
 
-from .apps import assert_every_event_counted_once, committing_app, current_driver, event_reasons
+from .apps import assert_every_event_counted_once
 
 pytestmark = pytest.mark.e2e
 
 DRAIN_TIMEOUT = 300
-REFUSED = "violate the pod's disruption budget"  # what kubectl drain says while the budget refuses an eviction
-
-
-def _drain(cluster: PodmanKindCluster, node: str) -> subprocess.Popen[str]:
-    command = [
-        str(build.binary("kubectl")), "--kubeconfig", str(cluster.kubeconfig_path),
-        "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={DRAIN_TIMEOUT}s",
-    ]  # fmt: skip
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _longest_pause(times: list[float]) -> float:
-    return max((later - earlier for earlier, later in itertools.pairwise(times)), default=0.0)
 
 
 def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_until_then(
@@ -49,17 +42,10 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
             old = current_driver(app)
             node = old.spec.node_name
             began = time.time()
-            drain = _drain(kind_cluster, node)
-            try:
-                output, _ = drain.communicate(timeout=DRAIN_TIMEOUT + 30)
-            finally:
-                if drain.poll() is None:
-                    drain.kill()
-                    drain.communicate()
-                kind_cluster.kubectl("uncordon", node)
+            code, output = drain_node(kind_cluster, node, DRAIN_TIMEOUT)
             drained = time.time() - began
-            assert drain.returncode == 0, output
-            assert REFUSED in output, f"the drain was never held by the budget:\n{output}"
+            assert code == 0, output
+            assert DRAIN_REFUSED in output, f"the drain was never held by the budget:\n{output}"
             # The log names an attempt's pod before the pod exists: wait for the pod it names.
             new = app.wait(lambda: current_driver(app), 120, "the driver pod the status names")
             assert new.metadata.name != old.metadata.name and new.spec.node_name != node
@@ -68,6 +54,6 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
             moved = {"DriverMoving", "UpgradePrewarmed", "StandbyPromoted"}
             app.wait(lambda: moved <= event_reasons(app), 60, f"the events {sorted(moved)}")
             app.wait(app.driver_commits, 120, "a batch by the moved driver")
-            pause = _longest_pause(app.commit_times_after(began - 10))
+            pause = longest_pause(app.commit_times_after(began - 10))
             print(f"drain of {node}: {drained:.0f} s; longest pause between batches around the move: {pause:.1f} s")
         assert_every_event_counted_once(app)

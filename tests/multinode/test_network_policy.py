@@ -19,11 +19,11 @@ from headrace.api import runtime_contract as contract
 from headrace.render.security import OPERATOR_POD_LABELS
 from testbed import scenario
 from testbed.environment import Environment
+from testbed.kind.apps import committing_app, current_driver
 from testbed.kind.cluster import PodmanKindCluster
 from testbed.scenario import OPERATOR_NAMESPACE
 
 from . import probes
-from .apps import committing_app, current_driver
 
 pytestmark = pytest.mark.e2e
 

@@ -5,8 +5,9 @@ kubelet confirms its deletion); the operator force-deletes it once the driver Le
 attempt runs on the other worker. Partitioned from the control plane (its API server and the operator) while the
 driver on it keeps running with its executor and storage: the old driver cannot renew its Lease, so it stops
 writing at its renew deadline, before the operator lets the next driver start; once the partition heals, the node's
-kubelet removes the old pod's containers. One app lives through both (a module's app: one start-up, not two); the
-sink then holds every event exactly once.
+kubelet removes the old pod's containers. First, the kubelet of the driver's node restarts: nothing happens to the
+app. One app lives through all three (a module's app: one start-up, not three); the sink then holds every event
+exactly once.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from headrace.api import runtime_contract as contract
 from headrace.core import fence
 from testbed import scenario
 from testbed.environment import Environment
+from testbed.kind.apps import committing_app, current_driver, driver_pod
 from testbed.kind.cluster import PodmanKindCluster
 from testbed.kind.headrace import control_plane_node
 
-from .apps import assert_every_event_counted_once, committing_app, current_driver, driver_pod
+from .apps import assert_every_event_counted_once
 
 pytestmark = pytest.mark.e2e
 
@@ -74,6 +76,24 @@ def _later_failure(restarts: dict[str, Any]) -> str:
         return ""
     message = str(restarts.get("lastFailureMessage") or "")[:300]
     return f"a later attempt failed: {restarts['lastFailureReason']}: {message}\n"
+
+
+def test_a_restarted_kubelet_leaves_the_driver_running(
+    kind_cluster: PodmanKindCluster, app: scenario.AppHandle
+) -> None:
+    """The kubelet of the driver's node restarts (a kubelet upgrade, a crash): the pods' containers run on, the node
+    is Ready again within seconds, and the same driver keeps committing: no restart, no new attempt."""
+    with scenario.Writer(app.input):
+        old = current_driver(app)
+        run = app.status()["run"]
+        began = time.time()
+        kind_cluster.restart_kubelet(old.spec.node_name)
+        ready = time.time()
+        app.wait(lambda: len(app.commit_times_after(ready)) >= 2, 120, "two batches after the kubelet's restart")
+        assert current_driver(app).metadata.name == old.metadata.name
+        after = app.status()["run"]
+        assert (after["number"], after["attempt"]) == (run["number"], run["attempt"]), (run, after)
+        print(f"kubelet of {old.spec.node_name} restarted: Ready again in {ready - began:.1f} s, the driver ran on")
 
 
 def test_a_powered_off_nodes_driver_is_replaced_on_the_other_worker_once_its_lease_expired(

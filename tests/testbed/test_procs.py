@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -120,3 +121,24 @@ def test_free_port_binds_for_real() -> None:
     for port in ports:
         with procs.socket.socket() as server:
             server.bind(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGHUP"])
+def test_a_plain_kill_unwinds_the_clean_up_of_a_program_in_terminated_as_interrupt(tmp_path: Path, signum: str) -> None:
+    """A bench killed with `kill` runs its `finally` blocks (its node stopped, its mounts gone), then exits."""
+    cleaned = tmp_path / "cleaned"
+    code = (
+        "import time; from pathlib import Path; from testbed import procs\n"
+        "with procs.terminated_as_interrupt():\n"
+        "    try:\n"
+        "        print('ready', flush=True); time.sleep(300)\n"
+        "    finally:\n"
+        f"        Path({str(cleaned)!r}).write_text('yes')\n"
+    )
+    program = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert program.stdout is not None
+    assert program.stdout.readline() == "ready\n"
+    program.send_signal(getattr(signal, signum))
+    _, stderr = program.communicate(timeout=30)
+    assert cleaned.read_text() == "yes"
+    assert program.returncode != 0 and "KeyboardInterrupt" in stderr

@@ -1120,6 +1120,11 @@ class AutoscalerStatus(Model):
         default=None, description="No scale-up beyond this size (an ineffective one was undone) while the spec stays."
     )
     blockedSpec: str | None = Field(default=None, description="The spec hash blockedAbove holds for.")
+    batchOverheadSeconds: float | None = Field(
+        default=None,
+        description="The fixed cost of a batch whatever its rows, last fitted over a window whose batches differed in "
+        "rows (seconds; not fitted yet: none is assumed).",
+    )
 
 
 class StreamingAppStatus(Model):

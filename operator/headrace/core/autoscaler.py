@@ -8,13 +8,18 @@ Never: I/O, reading the clock (``now`` is an argument), Kubernetes or Spark type
 
 The model, per decision (docs/autoscaler.md explains it with its options):
 
-- utilization = (input rate + backlog / catchUpDuration) / processing capacity, where the input rate is the rows
-  read per second plus the backlog's growth (the higher of the window's and its last third's, so that a step in
-  the load is sized for at once), and the processing capacity the rows the app's batches processed per second of
-  batch time, over the batches at the current size;
+- a batch costs a fixed time whatever its rows (planning, task launches, the state store's and the sink's commits)
+  plus a time per row; the fixed part is fitted over a window whose batches differ in rows (the intercept of batch
+  duration against rows per batch) and remembered for windows whose batches do not;
+- utilization = (input rate + backlog / catchUpDuration) / (processing capacity x available share), where the
+  input rate is the rows read per second plus the backlog's growth (the higher of the window's and its last
+  third's, so that a step in the load is sized for at once), the processing capacity the rows the app's batches
+  processed per second of batch time beyond their fixed cost, over the batches at the current size, and the
+  available share the part of the wall clock the fixed costs leave (an idle app with slow batches is idle);
 - executors needed = (input rate / targetUtilization + (backlog + input rate x rescaleTime) / catchUpDuration)
-  / capacity per executor, within minExecutors..maxExecutors, the quota and what more executors can use (the
-  state partitions of a stateful app, else the sources' partitions); beyond the state partitions, a repartition.
+  / (capacity per executor x available share), within minExecutors..maxExecutors, the quota and what more
+  executors can use (the state partitions of a stateful app, else the sources' partitions); beyond the state
+  partitions, a repartition.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from headrace.core.validation import app_cores, app_memory_mib
 HOUR = timedelta(hours=1)
 RECENT_SHARE = 1 / 3  # the input rate is the higher of the window's and of its last third's
 MIN_BATCHES = 5  # fewer batches with rows in the window: no decision on them (one slow batch is not a load)
+OVERHEAD_SPREAD = 1.5  # the fixed cost is fitted only when the window's rows per batch span this ratio
+MIN_SHARE = 0.1  # the fixed cost leaves at least this share of the batch time and of the wall clock
 
 ScalingAction = Literal["hold", "scale", "repartition"]
 
@@ -112,7 +119,7 @@ class ScaleUpCheck:
 
     from_executors: int
     to_executors: int
-    capacity_before: float  # rows per second of batch time, at from_executors
+    capacity_before: float  # rows per second the app could process at from_executors, its fixed costs paid
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ class AutoscalerMemory:
     scale_down_to: int = 0  # the most executors it wanted since then
     check: ScaleUpCheck | None = None
     blocked_above: int | None = None  # no scale-up beyond this size (an ineffective one was undone)
+    overhead: float | None = None  # seconds a batch costs whatever its rows, last fitted (None: not yet)
 
 
 @dataclass(frozen=True)
@@ -147,21 +155,50 @@ class WindowStats:
 
     seconds: float
     input_rate: float  # rows per second arriving: read plus backlog growth
-    capacity: float  # rows per second of batch time (0: no rows processed)
+    capacity: float  # rows per second of batch time beyond the batches' fixed cost (0: no rows processed)
     busy: float  # batch time per wall-clock second
     backlog: float  # at the window's end
     backlog_growth: float  # records per second
+    overhead: float = 0.0  # seconds a batch costs whatever its rows
+    available: float = 1.0  # the share of the wall clock the batches' fixed costs leave for rows
 
     @property
     def rows_processed(self) -> bool:
         return self.capacity > 0
 
 
-def window_stats(samples: Sequence[Sample]) -> WindowStats:
-    """Aggregate samples (at least one)."""
+def batch_overhead(samples: Sequence[Sample]) -> float | None:
+    """The seconds a batch costs whatever its rows: the intercept of the samples' mean batch duration against their
+    rows per batch and executor (least squares, each sample weighted by its batches), at most the shortest mean
+    batch. Rows per executor differ across a change of the load or of the size, so a fit needs one of them in the
+    samples. None when the fixed cost cannot be told apart from the cost per row: batches not counted, fewer than
+    two samples with rows, rows per batch and executor spanning less than OVERHEAD_SPREAD, or longer batches not
+    the ones with more rows."""
+    points = [
+        (sample.input_rows / sample.batches / sample.executors, sample.busy_seconds / sample.batches, sample.batches)
+        for sample in samples
+        if sample.batches and sample.input_rows > 0 and sample.executors > 0
+    ]
+    if len(points) < 2 or max(rows for rows, _, _ in points) < OVERHEAD_SPREAD * min(rows for rows, _, _ in points):
+        return None
+    weight = sum(batches for _, _, batches in points)
+    mean_rows = sum(rows * batches for rows, _, batches in points) / weight
+    mean_duration = sum(duration * batches for _, duration, batches in points) / weight
+    spread = sum(batches * (rows - mean_rows) ** 2 for rows, _, batches in points)
+    together = sum(batches * (rows - mean_rows) * (duration - mean_duration) for rows, duration, batches in points)
+    if together <= 0:
+        return None
+    intercept = mean_duration - together / spread * mean_rows
+    return min(max(intercept, 0.0), *(duration for _, duration, _ in points))
+
+
+def window_stats(samples: Sequence[Sample], overhead: float = 0.0) -> WindowStats:
+    """Aggregate samples (at least one), `overhead` seconds of each counted batch being its fixed cost."""
     seconds = sum(sample.seconds for sample in samples)
     rows = sum(sample.input_rows for sample in samples)
     busy = sum(sample.busy_seconds for sample in samples)
+    fixed = overhead * sum(sample.batches or 0 for sample in samples)
+    per_row_busy = max(busy - fixed, busy * MIN_SHARE)
     backlogs = [(sample.at, sample.backlog) for sample in samples if sample.backlog is not None]
     growth = 0.0
     if len(backlogs) >= 2 and backlogs[-1][0] > backlogs[0][0]:
@@ -170,10 +207,12 @@ def window_stats(samples: Sequence[Sample]) -> WindowStats:
     return WindowStats(
         seconds=seconds,
         input_rate=max(0.0, read_rate + growth),
-        capacity=rows / busy if busy > 0 else 0.0,
+        capacity=rows / per_row_busy if busy > 0 else 0.0,
         busy=busy / seconds if seconds > 0 else 0.0,
         backlog=backlogs[-1][1] if backlogs else 0.0,
         backlog_growth=growth,
+        overhead=overhead,
+        available=max(1.0 - fixed / seconds, MIN_SHARE) if seconds > 0 else 1.0,
     )
 
 
@@ -249,7 +288,12 @@ def decide_scaling(
     samples = [sample for sample in signals.samples if start < sample.at <= now and sample.executors == current]
     if not samples:
         return situation.hold("NoBatches", f"no batch at {current} executors in the metrics window"), memory
-    stats = window_stats(samples)
+    fitted = batch_overhead([sample for sample in signals.samples if start < sample.at <= now])
+    if fitted is not None:
+        memory = replace(memory, overhead=fitted)
+    counted = all(sample.batches is not None for sample in samples)
+    overhead = (memory.overhead or 0.0) if counted else 0.0
+    stats = window_stats(samples, overhead)
     recent = [sample for sample in samples if sample.at > now - timedelta(seconds=window * RECENT_SHARE)]
     if recent:  # a step in the load shows in the window's last part first: size for it at once
         stats = replace(stats, input_rate=max(stats.input_rate, window_stats(recent).input_rate))
@@ -314,19 +358,21 @@ def _decide_on(
     config, current = situation.spec.autoscaler, situation.current
     catch_up = parse_duration(config.catchUpDuration)
     backlog_rate = stats.backlog / catch_up if catch_up > 0 else 0.0
-    utilization = (stats.input_rate + backlog_rate) / stats.capacity
+    usable = stats.capacity * stats.available  # rows per second the app can process, its fixed costs paid
+    utilization = (stats.input_rate + backlog_rate) / usable
     undo = _ineffective(situation, memory, stats)
     if undo is not None:
         return undo
     memory = replace(memory, check=None)
     lower = config.targetUtilization - config.utilizationBoundary
     upper = config.targetUtilization + config.utilizationBoundary
+    fixed = f", {stats.overhead:.1f} s of each batch fixed" if stats.overhead > 0 else ""
     situation = replace(
         situation,
         utilization=utilization,
         described=f"utilization {utilization:.2f} (input {stats.input_rate:.0f} rows/s, backlog "
-        f"{stats.backlog:.0f}, capacity {stats.capacity:.0f} rows/s at {current} executors, in batches "
-        f"{stats.busy:.0%} of the time)",
+        f"{stats.backlog:.0f}, capacity {usable:.0f} rows/s at {current} executors, in batches "
+        f"{stats.busy:.0%} of the time{fixed})",
     )
     if lower <= utilization <= upper:
         band = f"{situation.described} within {lower:.2f}..{upper:.2f}"
@@ -334,7 +380,7 @@ def _decide_on(
     rescale = parse_duration(config.rescaleTime) if utilization > upper else 0.0
     catch_up_rate = (stats.backlog + stats.input_rate * rescale) / catch_up if catch_up > 0 else 0.0
     needed_rate = stats.input_rate / config.targetUtilization + catch_up_rate
-    per_executor = stats.capacity / current
+    per_executor = usable / current
     needed = max(1, math.ceil(needed_rate / per_executor))
     if needed > current:
         return _scale_up(situation, memory, needed, per_executor)
@@ -353,7 +399,7 @@ def _ineffective(
     if check is None or check.to_executors != situation.current or threshold <= 0 or stats.backlog <= 0:
         return None
     expected = check.capacity_before * (check.to_executors / check.from_executors - 1)
-    gained = stats.capacity - check.capacity_before
+    gained = stats.capacity * stats.available - check.capacity_before
     if gained >= threshold * expected:
         return None
     message = (
@@ -509,6 +555,7 @@ def _memory_of(previous: AutoscalerStatus | None, spec_key: str) -> AutoscalerMe
         scale_down_to=previous.scaleDownTo,
         check=_check_of(previous.check),
         blocked_above=blocked,
+        overhead=previous.batchOverheadSeconds,
     )
 
 
@@ -573,6 +620,7 @@ def recommend(  # noqa: PLR0917 - the decision's inputs, as the planner has them
         check=_check_record(memory.check),
         blockedAbove=memory.blocked_above,
         blockedSpec=spec_key if memory.blocked_above is not None else None,
+        batchOverheadSeconds=round(memory.overhead, 3) if memory.overhead is not None else None,
     )
 
 

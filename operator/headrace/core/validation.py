@@ -65,6 +65,7 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.driver.memoryOverhead": "spec.driver.memoryOverhead (the driver pod's memory is the operator's)",
     "spark.kubernetes.container.image.pullSecrets": "spec.imagePullSecrets",
 }
+S3A_BUCKET_PREFIX = "spark.hadoop.fs.s3a.bucket."  # per-bucket S3A settings: <prefix><bucket>.<option>
 # Suffixes of S3A keys that carry credentials: sparkConf is stored in a ConfigMap, so they are refused
 # (also per bucket, spark.hadoop.fs.s3a.bucket.<name>.<suffix>).
 S3A_SECRET_SUFFIXES = (".access.key", ".secret.key", ".session.token", ".encryption.key", ".server-side-encryption.key")
@@ -117,6 +118,8 @@ USER_OVERRIDABLE_SPARK_CONF = frozenset(
         "spark.scheduler.minRegisteredResourcesRatio",  # the runtime's cold-start default
         "spark.hadoop.fs.file.impl",  # the runtime's java.nio local file system, when the image has it
         "spark.hadoop.fs.AbstractFileSystem.file.impl",
+        "spark.sql.streaming.checkpointFileManagerClass",  # the checkpoint defaults for state on S3
+        "spark.hadoop.fs.s3a.performance.flags",
     }
 )
 # Environment variables the operator sets on its containers; a user's env may not set them.
@@ -246,15 +249,44 @@ def spark_conf_problem(key: str, value: str) -> str | None:
     return None
 
 
+def state_buckets(spec: StreamingAppSpec) -> list[str]:
+    """The buckets of s3a:// checkpointDir and savepointDir (lower case), whose S3A settings spec.state.s3 owns."""
+    uris = (spec.state.checkpointDir, spec.state.savepointDir)
+    found = (uri.split("://", 1)[1].split("/", 1)[0] for uri in uris if uri and uri.lower().startswith("s3a://"))
+    return sorted({bucket.lower() for bucket in found if bucket})
+
+
+def state_bucket_owner(key: str, buckets: list[str]) -> str | None:
+    """Where an S3A per-bucket key for a state bucket is set instead (S3A's spark.hadoop.fs.s3a.bucket.<bucket>.<option>
+    overrides spark.hadoop.fs.s3a.<option> for that bucket: an owned option would silently replace the typed field),
+    or None: per-bucket settings of other buckets (an input's, another account's) are the user's."""
+    normal = normalize_key(key)
+    for bucket in buckets:
+        prefix = f"{S3A_BUCKET_PREFIX}{bucket}."
+        if normal.startswith(prefix):
+            return spark_conf_owner(f"spark.hadoop.fs.s3a.{normal.removeprefix(prefix)}")
+    return None
+
+
 def _spark_conf_problems(spec: StreamingAppSpec) -> list[Problem]:
     problems = []
+    buckets = state_buckets(spec)
     for key in sorted(spec.sparkConf):
         why = spark_conf_problem(key, spec.sparkConf[key])
+        owner = state_bucket_owner(key, buckets) if why is None else None
+        if owner is not None:
+            why = (
+                f"{key} would replace {owner} for the state's bucket (spec.state.checkpointDir, savepointDir); set "
+                f"{owner} instead, or remove it"
+            )
         if why is not None:
             problems.append(Problem(f'spec.sparkConf["{key}"]', why))
     plain = {normalize_key(key) for key in spec.sparkConf}
     for key in sorted(spec.sparkConfFromSecrets):
         why = spark_key_problem(key)
+        owner = state_bucket_owner(key, buckets) if why is None else None
+        if owner is not None:
+            why = f"{key} would replace {owner} for the state's bucket; set {owner} instead, or remove it"
         if why is None and normalize_key(key) in plain:
             why = f"{key} is also set in spec.sparkConf; keep one of the two"
         if why is not None:

@@ -15,6 +15,7 @@ from headrace.core.autoscaler import (
     Reading,
     Sample,
     Signals,
+    batch_overhead,
     decide_scaling,
     limits,
     reading,
@@ -396,6 +397,7 @@ class SimulatedApp:
                     busy_seconds=duration,
                     backlog=self.backlog,
                     executors=self.executors,
+                    batches=1,
                 )
             )
             self.last_end = end
@@ -436,13 +438,18 @@ def app_reading(app: SimulatedApp, now: datetime) -> Reading:
 
 
 def simulate(
-    phases: list[tuple[float, float]], minutes: float, executors: int, sampling: str = "batches", **autoscaler: Any
+    phases: list[tuple[float, float]],
+    minutes: float,
+    executors: int,
+    sampling: str = "batches",
+    app: SimulatedApp | None = None,
+    **autoscaler: Any,
 ) -> tuple[list[Action], list[tuple[float, float, int]]]:
     """Poll the app like the operator: decide_scaling, and rescale when told. Samples are the app's batches (polls every
     15 s), or the differences of its batch totals between two polls (every 30 s, as the operator reads them).
     Returns the actions and (minute, backlog, executors) at every poll."""
     app_spec = spec(autoscaler={"mode": "active", **autoscaler}, state={"checkpointDir": "s3a://b/c", "partitions": 8})
-    app, arrived = SimulatedApp(executors), piecewise(phases)
+    app, arrived = app or SimulatedApp(executors), piecewise(phases)
     app.backlog = arrived(0, 0)
     memory, actions, trace = AutoscalerMemory(), [], []
     poll, interval = 0.0, 15.0 if sampling == "batches" else 30.0
@@ -515,6 +522,73 @@ def test_a_ramp_scales_up_absorbs_the_backlog_holds_and_scales_down_after_the_de
     assert all(backlog <= 4000 * 5 for minute, backlog, _ in trace if minute > 55), "no backlog after scaling down"
     per_hour = [action for action in actions if action.minute < 60]
     assert len(per_hour) <= 6
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_batches_of_mostly_fixed_cost_are_not_read_as_load(sampling: str) -> None:
+    """Batches that cost 3 s of a 5 s trigger whatever their rows (issue 27's e2e): 250 rows/s at 1 executor is
+    busy 85% of the time, 1000 rows/s falls behind. The step scales up; back at 250 rows/s the naive utilization at
+    4 executors (batches 3.3 s of 5 s, 0.66) would hold there for good, but with the fixed cost fitted over the
+    step's batches the app reads as nearly idle and returns to 1 executor after the delay."""
+    app = SimulatedApp(1, overhead=3.0)
+    actions, trace = simulate(
+        [(0, 250), (10, 1000), (25, 250)], minutes=70, executors=1, sampling=sampling, app=app, minExecutors=1
+    )
+    assert [action for action in actions if action.minute < 10] == [], "the fixed cost alone is no reason to scale"
+    ups = [action for action in actions if 10 <= action.minute < 25]
+    assert ups and all(action.reason == "ScaleUp" for action in ups), actions
+    assert not [minute for minute, backlog, _ in trace if 18 < minute < 25 and backlog > 1000 * 5], "absorbed"
+    downs = [action for action in actions if action.minute >= 25]
+    assert downs and all(action.reason == "ScaleDown" for action in downs), actions
+    assert downs[0].minute >= 25 + 10, "after scaleDownDelay"
+    assert trace[-1][2] == 1, f"back to 1 executor: {actions}"
+    assert len(actions) <= 4, actions
+
+
+OVERHEAD_CASES: list[tuple[str, list[tuple[int, float, int | None, int]], float | None]] = [
+    # (rows per batch, mean batch seconds, batches, executors) per sample -> the fixed cost fitted
+    ("a load change: 1 s + 1 ms per row", [(1000, 2.0, 4, 1), (4000, 5.0, 4, 1)], 1.0),
+    ("a size change: 1 s + 1 ms per row and executor", [(4000, 5.0, 4, 1), (4000, 2.0, 4, 4)], 1.0),
+    ("rows per executor too alike to tell", [(1000, 2.0, 4, 1), (1400, 2.4, 4, 1)], None),
+    ("longer batches with fewer rows: noise", [(1000, 3.0, 4, 1), (4000, 2.0, 4, 1)], None),
+    ("a negative intercept is no fixed cost", [(1000, 0.5, 4, 1), (4000, 5.0, 4, 1)], 0.0),
+    ("batches not counted", [(1000, 2.0, None, 1), (4000, 5.0, None, 1)], None),
+]
+OVERHEAD_IDS = [case[0] for case in OVERHEAD_CASES]
+
+
+@pytest.mark.parametrize(("rows", "expected"), [case[1:] for case in OVERHEAD_CASES], ids=OVERHEAD_IDS)
+def test_the_fixed_cost_of_a_batch_is_fitted_where_rows_per_executor_differ(
+    rows: list[tuple[int, float, int | None, int]], expected: float | None
+) -> None:
+    samples = [
+        Sample(at(index * 30), 30.0, per_batch * (batches or 1), duration * (batches or 1), 0.0, executors, batches)
+        for index, (per_batch, duration, batches, executors) in enumerate(rows)
+    ]
+    fitted = batch_overhead(samples)
+    assert fitted == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_the_fixed_cost_leaves_the_rows_their_own_capacity() -> None:
+    """4 batches of 5000 rows in 20 s, each 4.5 s of which 4 s fixed: 10000 rows/s of batch time beyond the fixed
+    cost, and a fifth of the wall clock left for rows."""
+    stats = window_stats([Sample(NOW, 20.0, 20000, 18.0, 0.0, 2, 4)], overhead=4.0)
+    assert stats.capacity == pytest.approx(10000)
+    assert stats.available == pytest.approx(0.2)
+    assert stats.busy == pytest.approx(0.9)
+
+
+def test_an_app_busy_with_its_fixed_cost_is_not_scaled_up() -> None:
+    """1000 rows/s in 5 s batches of 4.6 s: saturated (0.92) read naively; with 4 s of each batch fixed, the rows
+    (8333 rows/s of batch time) need 0.6 of the 1 s a trigger leaves them: within the band."""
+    slow = [replace(sample, busy_seconds=4.6, batches=1) for sample in load(1000, 2000)]
+    naive, _ = run(autoscaled(), signals(slow))
+    assert naive.reason == "ScaleUp"
+    decision, memory = run(autoscaled(), signals(slow), replace(SETTLED, overhead=4.0))
+    assert decision.reason == "WithinBand", decision
+    assert decision.utilization == pytest.approx(0.6)
+    assert memory.overhead == 4.0, "kept while the window has nothing to fit on"
+    assert "4.0 s of each batch fixed" in decision.message
 
 
 # ------------------------------------------------------------------------- readings and samples --

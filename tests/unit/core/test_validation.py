@@ -50,6 +50,22 @@ SPARK_CONF_CASES: list[tuple[str, dict[str, str], str | None]] = [
     ("surrounding whitespace in a value", {"spark.foo": " x "}, 'spec.sparkConf["spark.foo"]'),
     ("unicode line separator", {"spark.foo": "x\u2028y"}, 'spec.sparkConf["spark.foo"]'),
     (
+        "the state bucket's own S3A provider (would bypass credentialsMode)",
+        {"spark.hadoop.fs.s3a.bucket.bucket.aws.credentials.provider": "x"},
+        'spec.sparkConf["spark.hadoop.fs.s3a.bucket.bucket.aws.credentials.provider"]',
+    ),
+    (
+        "the state bucket's own endpoint, in other case",
+        {"Spark.Hadoop.fs.s3a.bucket.BUCKET.endpoint": "http://elsewhere:9000"},
+        'spec.sparkConf["Spark.Hadoop.fs.s3a.bucket.BUCKET.endpoint"]',
+    ),
+    (
+        "another bucket's S3A provider (an input's)",
+        {"spark.hadoop.fs.s3a.bucket.inputs.aws.credentials.provider": "x"},
+        None,
+    ),
+    ("the state bucket's own unowned S3A option", {"spark.hadoop.fs.s3a.bucket.bucket.fast.upload": "true"}, None),
+    (
         "executor service account",
         {"spark.kubernetes.authenticate.executor.serviceAccountName": "admin"},
         'spec.sparkConf["spark.kubernetes.authenticate.executor.serviceAccountName"]',
@@ -88,6 +104,14 @@ SPARK_CONF_CASES: list[tuple[str, dict[str, str], str | None]] = [
 def test_spark_conf(case: str, conf: dict[str, str], field: str | None) -> None:
     problems = validate_spec(spec(sparkConf=conf))
     assert _fields(problems) == ([field] if field else []), case
+
+
+def test_a_state_bucket_setting_names_the_field_that_owns_it() -> None:
+    key = "spark.hadoop.fs.s3a.bucket.bucket.aws.credentials.provider"
+    (problem,) = validate_spec(spec(sparkConf={key: "x"}))
+    assert "spec.state.s3.credentialsMode" in problem.message and "state's bucket" in problem.message
+    (secret,) = validate_spec(spec(sparkConfFromSecrets={key: {"name": "s", "key": "k"}}))
+    assert secret.field == f'spec.sparkConfFromSecrets["{key}"]' and "credentialsMode" in secret.message
 
 
 ENV_CASES: list[tuple[str, dict[str, Any], str | None]] = [
