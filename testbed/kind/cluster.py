@@ -125,10 +125,16 @@ def _iptables_rules() -> frozenset[str]:
 # single-node testbed and benches of other users on a shared machine make links (hr0, veth<hex>) and KUBE-/CNI- rules
 # of their own at any time.
 _PODMAN_LINK = re.compile(r"^(podman|veth)[0-9]+$")
+_OTHER_BRIDGE = re.compile(r" master (?!podman[0-9]+ )\S+")  # a veth of another bridge (hr0) whose hex is all digits
 
 
 def _link_name(line: str) -> str:
     return re.sub(r"@\S+", "", line.split(":")[1].strip())
+
+
+def _podman_link(line: str) -> bool:
+    """Whether a line of ``ip -o link show`` is a link podman's network stack made (not one of another bridge)."""
+    return bool(_PODMAN_LINK.match(_link_name(line))) and not _OTHER_BRIDGE.search(line)
 
 
 def _cluster_mount(point: str) -> bool:
@@ -153,7 +159,7 @@ def host_state() -> HostState:
         containers=frozenset(_podman("ps", "-a", "--format", "{{.Names}}").split()),
         volumes=frozenset(_podman("volume", "ls", "--format", "{{.Name}}").split()),
         networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
-        links=frozenset(name for line in links.splitlines() if _PODMAN_LINK.match(name := _link_name(line))),
+        links=frozenset(_link_name(line) for line in links.splitlines() if _podman_link(line)),
         mounts=frozenset(line.split()[4] for line in mounts if _cluster_mount(line.split()[4])),
         iptables=frozenset(rule for rule in _iptables_rules() if "NETAVARK" in rule),
     )
