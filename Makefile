@@ -49,6 +49,7 @@ down:
 bench: setup
 	PYTHONPATH=. $(UV) run python bench/operator_scale.py
 	PYTHONPATH=. $(UV) run python bench/runtime_overhead.py
+	PYTHONPATH=. $(UV) run python bench/first_batch.py --s3-latency-ms 15 --warmup
 	PYTHONPATH=. $(UV) run python bench/lifecycle.py
 
 # Build the operator and Spark images and push them to $(REGISTRY)/headrace/{operator,spark}:<version>

@@ -107,13 +107,16 @@ def figures(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--low", type=float, default=250.0, help="rows/s of the steady phases")
-    parser.add_argument("--high", type=float, default=1000.0, help="rows/s of the step (4x)")
+    parser.add_argument("--low", type=float, default=200.0, help="rows/s of the steady phases")
+    parser.add_argument("--high", type=float, default=800.0, help="rows/s of the step (4x)")
     parser.add_argument("--low-minutes", type=float, default=4.0)
     parser.add_argument("--high-minutes", type=float, default=8.0)
     parser.add_argument("--down-minutes", type=float, default=8.0)
     parser.add_argument("--max", type=int, default=3, help="maxExecutors, and the fixed app's size")
-    parser.add_argument("--trigger", type=float, default=4.0, help="processing-time trigger, seconds")
+    parser.add_argument("--trigger", type=float, default=8.0, help="processing-time trigger, seconds")
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, default=12000, help="the source's rate limit (the backlog shows)"
+    )
     parser.add_argument("--window", default="2m", help="metricsWindow")
     parser.add_argument("--scale-down-delay", default="3m")
     parser.add_argument("--save", type=Path, help="write both traces here as JSON")
@@ -132,12 +135,17 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="headrace-bench-") as temp,
         environment(Path(temp)) as target,
         autoscale.ramp_app(
-            target, "active", trigger_seconds=options.trigger, autoscaler=config(options, "active")
+            target,
+            "active",
+            trigger_seconds=options.trigger,
+            max_offsets_per_trigger=options.max_offsets_per_trigger,
+            autoscaler=config(options, "active"),
         ) as active_app,
         autoscale.ramp_app(
             target,
             "fixed",
             trigger_seconds=options.trigger,
+            max_offsets_per_trigger=options.max_offsets_per_trigger,
             autoscaler=config(options, "passive"),
             executor={"instances": options.max, "cores": 1, "memory": "768m", "coreRequest": "250m"},
         ) as fixed_app,

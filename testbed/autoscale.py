@@ -107,8 +107,19 @@ class Trace:
         return max((point.backlog or 0.0 for point in self.points if start <= point.at < end), default=0.0)
 
 
-def ramp_manifest(data: Path, topic: str, *, row_cost_ms: int, tasks: int, trigger_seconds: float, **spec: Any) -> Any:
-    """The example's manifest running the ramp app (written into `data`, which the pods mount) on `topic`."""
+def ramp_manifest(
+    data: Path,
+    topic: str,
+    *,
+    row_cost_ms: int,
+    tasks: int,
+    trigger_seconds: float,
+    max_offsets_per_trigger: int | None = None,
+    **spec: Any,
+) -> Any:
+    """The example's manifest running the ramp app (written into `data`, which the pods mount) on `topic`; with
+    `max_offsets_per_trigger`, a batch reads at most that many records, so that the backlog shows (Spark reports
+    none without it: docs/autoscaler.md, "The signals")."""
     (data / "ramp_app.py").write_text(RAMP_APP)
     (data / "ramp_app.py").chmod(0o644)
     manifest = scenario.windowed_counts_manifest(data, topic, **spec)
@@ -120,6 +131,7 @@ def ramp_manifest(data: Path, topic: str, *, row_cost_ms: int, tasks: int, trigg
             *source, "--output", f"file://{data}/output", "--trigger-seconds", str(trigger_seconds),
             "--row-cost-ms", str(row_cost_ms), "--tasks", str(tasks),
             "--window", "1 minute", "--watermark", "30 seconds",
+            *(["--max-offsets-per-trigger", str(max_offsets_per_trigger)] if max_offsets_per_trigger else []),
         ],
     }  # fmt: skip
     # the executors resolve nothing of the example's Python (no UDF), but keep its path as the example has it
@@ -136,7 +148,8 @@ def ramp_app(
     *,
     row_cost_ms: int = 1,
     tasks: int = 12,
-    trigger_seconds: float = 4.0,
+    trigger_seconds: float = 8.0,
+    max_offsets_per_trigger: int | None = None,
     **spec: Any,
 ) -> Iterator[scenario.AppHandle]:
     """The ramp app in a namespace of its own reading a topic of that name (the handle's `input` produces to it),
@@ -145,7 +158,13 @@ def ramp_app(
     data = scenario.prepare_data_dir(target.data_root, namespace)
     topic = scenario.ClickTopic(target.kafka_bootstrap, namespace).resume()
     manifest = ramp_manifest(
-        data, namespace, row_cost_ms=row_cost_ms, tasks=tasks, trigger_seconds=trigger_seconds, **spec
+        data,
+        namespace,
+        row_cost_ms=row_cost_ms,
+        tasks=tasks,
+        trigger_seconds=trigger_seconds,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        **spec,
     )
     with target.api_client() as api:
         try:

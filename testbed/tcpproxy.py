@@ -2,7 +2,9 @@
 
 Owns: one listening port on 127.0.0.1 forwarding bytes both ways to `target` (TLS passes through
 untouched); `cut()` closes every forwarded connection and refuses new ones (accepted, then closed at
-once) until `restore()`. Threads only; everything is closed by `close()` or leaving the context.
+once) until `restore()`; `delay_seconds` holds each chunk a client sends for that long before forwarding it
+(a round trip to a distant server: one request, one delay). Threads only; everything is closed by `close()` or
+leaving the context.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from types import TracebackType
 
 CHUNK = 65536
@@ -18,8 +21,8 @@ CHUNK = 65536
 class TcpProxy:
     """Forward 127.0.0.1:`port` to `target` (host, port)."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
+    def __init__(self, target: tuple[str, int], delay_seconds: float = 0.0) -> None:
+        self.target, self.delay_seconds = target, delay_seconds
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
@@ -74,12 +77,14 @@ class TcpProxy:
             server.settimeout(None)
             with self._lock:
                 self._open |= {client, server}
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            for source, sink, delay in ((client, server, self.delay_seconds), (server, client, 0.0)):
+                threading.Thread(target=self._pump, args=(source, sink, delay), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
         try:
             while data := source.recv(CHUNK):
+                if delay:
+                    time.sleep(delay)
                 sink.sendall(data)
         except OSError:
             pass

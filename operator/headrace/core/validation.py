@@ -118,6 +118,8 @@ USER_OVERRIDABLE_SPARK_CONF = frozenset(
         "spark.scheduler.minRegisteredResourcesRatio",  # the runtime's cold-start default
         "spark.hadoop.fs.file.impl",  # the runtime's java.nio local file system, when the image has it
         "spark.hadoop.fs.AbstractFileSystem.file.impl",
+        "spark.sql.streaming.checkpointFileManagerClass",  # the checkpoint defaults for state on S3
+        "spark.hadoop.fs.s3a.performance.flags",
     }
 )
 # Environment variables the operator sets on its containers; a user's env may not set them.

@@ -111,13 +111,32 @@ def _service_account_name(attempt: Attempt) -> str:
     return identity.driver_service_account(attempt.app, attempt.spec)
 
 
+# Defaults for checkpoints and state on S3, each replaceable in spec.sparkConf (docs/concepts.md, "Where state
+# lives"). Every checkpoint file Spark writes (offsets, commits, each state store's changelog or delta) is a temp
+# file renamed into place. Through Spark's default FileContext-based manager one such file cost 22 S3 requests
+# (HEAD/LIST probes of the file system layers, then S3A's own copy and delete); through the FileSystem-based one,
+# 8, with the same outcome on S3, where neither rename is atomic (an existing file is refused for the offset and
+# commit logs either way; a state file already written for that version by an attempt that died before its
+# commit is kept rather than replaced: the replay computes the same version from the same offsets). S3A's
+# `mkdir` performance flag skips the walk up the parents of each directory it creates (7 -> 3 requests). The
+# files written, and so the checkpoint's format, are unchanged: existing checkpoints keep working either way.
+# Measured by bench/first_batch.py (issue 26).
+S3A_CHECKPOINT_DEFAULTS = {
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+    f"{S3A_PREFIX}performance.flags": "mkdir",
+}
+
+
 def s3a_conf(spec: StreamingAppSpec) -> dict[str, str]:
-    """The S3A connector's non-secret settings from spec.state.s3, and the provider chain of its credentials mode
-    (credentials travel as env vars or a projected token only)."""
+    """The S3A connector's non-secret settings from spec.state.s3, the provider chain of its credentials mode
+    (credentials travel as env vars or a projected token only) and the checkpoint defaults for S3."""
     s3 = spec.state.s3
     if s3 is None:
         return {}
     conf = {
+        **S3A_CHECKPOINT_DEFAULTS,
         f"{S3A_PREFIX}endpoint.region": s3.region,
         f"{S3A_PREFIX}path.style.access": "true" if s3.pathStyleAccess else "false",
     }

@@ -1,10 +1,13 @@
 """A stateful query checkpointing to s3a:// through the image's S3A jars, in two runs, then a savepoint-style copy.
 
 Usage: s3a_state.py <endpoint> <s3a checkpoint URI> <s3a copy URI> <input dir> <result json> <jar,jar,...>
-Run 1 reads the input files present, run 2 (same checkpoint, one more file) must continue the counts from the
-state the first run left on S3; then the checkpoint is copied with the runtime's HadoopFileSystem. Credentials
-come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as the operator passes them, or from the provider named by
-S3A_CREDENTIALS_PROVIDER (the test of web identity).
+Run 1 reads the input files present; its last commit is then deleted, as if its driver had died after writing
+the batch's state but before its commit, so run 2 (same checkpoint, one more file) first replays that batch over
+state files that already exist, then must continue the counts from the state the first run left on S3; then the
+checkpoint is copied with the runtime's HadoopFileSystem. Credentials come from AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY, as the operator passes them, or from the provider named by S3A_CREDENTIALS_PROVIDER (the
+test of web identity). The session has the defaults the operator renders for state on S3
+(`manifests.S3A_CHECKPOINT_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession, functions
 
+from headrace.render.manifests import S3A_CHECKPOINT_DEFAULTS
 from headrace.runtime.hadoop_fs import HadoopFileSystem
 
 ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
@@ -23,8 +27,11 @@ ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCrede
 
 def main() -> None:
     endpoint, checkpoint, copy_target, input_dir, result_path, jars = sys.argv[1:7]
+    builder = SparkSession.builder
+    for key, value in S3A_CHECKPOINT_DEFAULTS.items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("s3a-state")
         .config("spark.jars", jars)
         .config("spark.ui.enabled", "false")
@@ -50,9 +57,12 @@ def main() -> None:
     def collect(frame, _batch_id):  # type: ignore[no-untyped-def]
         batches.append({row["key"]: row["count"] for row in frame.collect()})
 
+    fs = HadoopFileSystem.of_session(spark)
     runs = []
     for run in (1, 2):
         if run == 2:
+            commits = f"{checkpoint}/commits"
+            fs.delete(f"{commits}/{max(int(name) for name in fs.list_names(commits) if name.isdigit())}")
             (Path(input_dir) / "c.txt").write_text("a\nb\nb\n")
         lines = spark.readStream.format("text").load(input_dir)
         counts = lines.groupBy(functions.col("value").alias("key")).count()
@@ -65,11 +75,10 @@ def main() -> None:
         )
         query.awaitTermination()
         runs.append(dict(batches[-1]) if batches else {})
-    fs = HadoopFileSystem.of_session(spark)
     files = fs.list_files(checkpoint)
     missing = fs.copy_files(checkpoint, copy_target, [*sorted(files), "offsets/999"])
     copied = fs.list_files(copy_target)
-    result = {"runs": runs, "files": sorted(files), "missing": missing, "copied": sorted(copied)}
+    result = {"runs": runs, "batches": batches, "files": sorted(files), "missing": missing, "copied": sorted(copied)}
     result["server_side"] = fs.server_side_copies
     Path(result_path).write_text(json.dumps(result))
     spark.stop()
