@@ -74,6 +74,7 @@ class Point:
     backlog: float | None
     reason: str | None  # the autoscaler's last decision
     recommended: int | None  # the executors it decided for (passive: would have)
+    message: str = ""  # why (the decision's message: its utilization, input, backlog, capacity, fixed cost)
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,7 @@ def _point(app: scenario.AppHandle, at: float, rate: float) -> Point:
         target=status.get("executors"),
         backlog=progress.get("sourceBacklog"),
         reason=decided.get("reason"),
+        message=str(decided.get("message") or ""),
         recommended=decided.get("executors"),
     )
 
@@ -253,10 +255,13 @@ def run_ramp(apps: list[scenario.AppHandle], phases: list[Phase], log: Any = pri
                 for app, trace in zip(apps, traces, strict=True):
                     point = chaos.retrying(functools.partial(_point, app, time.time() - started, producer.rate))
                     if point is not None:
+                        new = not trace.points or point.message != trace.points[-1].message
+                        said = f": {point.message}" if new else ""
                         trace.points.append(point)
                         log(
                             f"{point.at:6.0f} s {trace.name}: {point.rate:.0f} rows/s, executors {point.executors}"
                             f" (asked {point.target}), backlog {point.backlog}, {point.reason} -> {point.recommended}"
+                            + said
                         )
                 time.sleep(min(SAMPLE_EVERY, max(0.0, until - time.monotonic())))
     for app, trace in zip(apps, traces, strict=True):
