@@ -125,10 +125,16 @@ def _iptables_rules() -> frozenset[str]:
 # single-node testbed and benches of other users on a shared machine make links (hr0, veth<hex>) and KUBE-/CNI- rules
 # of their own at any time.
 _PODMAN_LINK = re.compile(r"^(podman|veth)[0-9]+$")
+_OTHER_BRIDGE = re.compile(r" master (?!podman[0-9]+ )\S+")  # a veth of another bridge (hr0) whose hex is all digits
 
 
 def _link_name(line: str) -> str:
     return re.sub(r"@\S+", "", line.split(":")[1].strip())
+
+
+def _podman_link(line: str) -> bool:
+    """Whether a line of ``ip -o link show`` is a link podman's network stack made (not one of another bridge)."""
+    return bool(_PODMAN_LINK.match(_link_name(line))) and not _OTHER_BRIDGE.search(line)
 
 
 def _cluster_mount(point: str) -> bool:
@@ -153,7 +159,7 @@ def host_state() -> HostState:
         containers=frozenset(_podman("ps", "-a", "--format", "{{.Names}}").split()),
         volumes=frozenset(_podman("volume", "ls", "--format", "{{.Name}}").split()),
         networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
-        links=frozenset(name for line in links.splitlines() if _PODMAN_LINK.match(name := _link_name(line))),
+        links=frozenset(_link_name(line) for line in links.splitlines() if _podman_link(line)),
         mounts=frozenset(line.split()[4] for line in mounts if _cluster_mount(line.split()[4])),
         iptables=frozenset(rule for rule in _iptables_rules() if "NETAVARK" in rule),
     )
@@ -189,13 +195,7 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         # plane's started before the workers joined and knows only its own range, so its pods' traffic to the
         # workers' pods left masqueraded as the node, which NetworkPolicies then judged (the operator's calls to a
         # driver were rejected). Restarted now, it knows every node's.
-        control_plane = f"spec.nodeName={self.name}-control-plane"
-        self.kubectl(
-            "delete", "pod", "-n", "kube-system", "-l", "k8s-app=kube-router", "--field-selector", control_plane
-        )
-        self.kubectl(
-            "rollout", "status", "-n", "kube-system", "daemonset/kube-router", f"--timeout={READY_TIMEOUT_SECONDS}s"
-        )
+        self._restart_kube_router(f"spec.nodeName={self.name}-control-plane")
         # Cluster DNS runs on the control-plane node (kind puts it anywhere): a test's worker lost, partitioned or
         # drained must not take the cluster's DNS with it.
         on_control_plane = {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}}
@@ -248,10 +248,38 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
 
     def power_on(self, node: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         """Start a powered-off node again and wait until its kubelet reports it Ready afresh (kind's entrypoint
-        gives the kubelet the container's new address)."""
+        gives the kubelet the container's new address), then until every node routes to every other node's pod range
+        again. The other nodes' kube-router peer (iBGP) with the addresses the nodes had when it started: with the old
+        one, none of them routed to this node's pod range (nor it to theirs) for minutes, so no reply of the API
+        server reached a pod there (a driver failed at its SparkContext: "timeout ... getting a connection to
+        10.96.0.1:443"). Restarted, they peer with its new address."""
         started = time.time()
         _podman("start", node)
         self._wait_ready_since(node, started, timeout, "its restart")
+        self._restart_kube_router(f"spec.nodeName!={node}")
+        deadline = time.monotonic() + timeout
+        while missing := missing_pod_routes(self._pod_ranges(), self._routes()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"after node {node}'s restart, pod routes still missing: {missing}")
+            time.sleep(2)
+
+    def _restart_kube_router(self, field_selector: str) -> None:
+        """Restart the kube-router pods of the nodes `field_selector` picks, and wait until every one runs again."""
+        self.kubectl(
+            "delete", "pod", "-n", "kube-system", "-l", "k8s-app=kube-router", "--field-selector", field_selector
+        )
+        self.kubectl(
+            "rollout", "status", "-n", "kube-system", "daemonset/kube-router", f"--timeout={READY_TIMEOUT_SECONDS}s"
+        )
+
+    def _pod_ranges(self) -> dict[str, str]:
+        """Node name -> its pod range (spec.podCIDR)."""
+        nodes = json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+        return {node["metadata"]["name"]: node["spec"].get("podCIDR", "") for node in nodes}
+
+    def _routes(self) -> dict[str, str]:
+        """Node name -> its routing table (``ip route``)."""
+        return {node: self.node_exec(node, "ip", "route") for node in self.node_names()}
 
     def restart_kubelet(self, node: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         """Restart the node's kubelet (as an upgrade of the kubelet or a crash of it does; its pods' containers run
@@ -298,6 +326,20 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
             script += [f"{tool} -t mangle -D {chain} -j {_PARTITION}" for chain in _PARTITIONED_CHAINS]
             script += [f"{tool} -t mangle -F {_PARTITION}", f"{tool} -t mangle -X {_PARTITION}"]
         self.node_exec(node, "sh", "-ec", "; ".join(script))
+
+
+def missing_pod_routes(pod_ranges: dict[str, str], routes: dict[str, str]) -> list[str]:
+    """`<node> -> <range>` for every other node's pod range that a node's routing table (``ip route`` output, per
+    node) has no route to (its own range is on its bridge)."""
+    missing = []
+    for node, table in sorted(routes.items()):
+        destinations = {line.split()[0] for line in table.splitlines() if line.strip()}
+        missing += [
+            f"{node} -> {cidr}"
+            for other, cidr in sorted(pod_ranges.items())
+            if other != node and cidr and cidr not in destinations
+        ]
+    return missing
 
 
 _PARTITION = "HEADRACE-PARTITION"

@@ -79,13 +79,20 @@ def test_a_holder_renews_without_reading_the_lease_first() -> None:
 
 
 def test_a_holder_that_sees_another_holder_is_stopped_at_once_and_never_writes_again() -> None:
-    fake, clock, lost = FakeLeases(held(None)), Clock(), list[str]()
-    driver = guard(fake, clock, lost, allowed=True)
+    fake, clock, lost, seen_lost = FakeLeases(held(None)), Clock(), list[str](), list[str | None]()
+
+    def on_lost(why: str) -> None:
+        seen_lost.append(driver.lost)
+        lost.append(why)
+
+    driver = LeaseGuard(cast(LeaseApi, fake), ME, TIMING, on_lost, allowed=True, clock=clock)
+    assert driver.lost is None
     driver.start()
     assert until(lambda: driver.held)
     fake.record, fake.version = held(OTHER), fake.version + 1  # taken over (a fence that failed, a manual edit)
     assert until(lambda: lost != [], 1.0)
     assert lost == [f"the Lease is now held by {OTHER}"]
+    assert seen_lost == lost  # the guard says why before `on_lost` ends the JVM (the launcher reads it after that)
     assert not driver.held
     version = fake.version
     driver.release()  # the launcher exits instead; a lost Lease is never written again

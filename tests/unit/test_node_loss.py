@@ -41,6 +41,10 @@ def test_a_driver_that_stops_answering_and_renewing_is_replaced_before_the_heart
     assert DeletePod(name=OLD.name, reason=fence.LEASE_EXPIRED, grace_seconds=0) in failed.actions
     assert failed.status.restarts.lastFailureReason == fence.LEASE_EXPIRED
     assert failed.status.phase == "Restarting"
+    # the event of that failure names the pod and why: what tells, later, how this pod went (a later attempt's
+    # failure replaces lastFailureReason, never this event)
+    (event,) = [event for event in failed.events if event.reason == "DriverFailed"]
+    assert OLD.name in event.message and fence.LEASE_EXPIRED_WORDS in event.message
 
 
 def test_a_driver_that_still_renews_its_lease_is_not_failed_before_the_heartbeat_timeout() -> None:

@@ -44,6 +44,7 @@ from headrace.core.plan import DeletePod, ReleaseDriverLease
 # (the holder already stopped at its renew deadline, 5 s before the duration).
 FENCE_MARGIN_SECONDS = 5.0
 LEASE_EXPIRED = "DriverLeaseExpired"  # a failure's reason: the running driver's Lease expired (it stopped itself)
+LEASE_EXPIRED_WORDS = "its driver Lease expired"  # ... in that failure's message (and event), which names the pod
 FORCE_DELETED = "DriverForceDeleted"  # the event of a forced deletion
 WAITING = "WaitingForDriverLease"  # Progressing's reason while a stuck pod's driver may still write
 

@@ -295,8 +295,8 @@ def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observa
     waited = (builder.now - since).total_seconds()
     if fence.lease_expired(pod, observation.lease, builder.now):
         message = (
-            f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s and its driver Lease "
-            "expired: it stopped writing (its node is lost or partitioned away, or it is dead)"
+            f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s and "
+            f"{fence.LEASE_EXPIRED_WORDS}: it stopped writing (its node is lost or partitioned away, or it is dead)"
         )
         _failure(builder, spec, pod, fence.LEASE_EXPIRED, message, observation=observation)
         return True

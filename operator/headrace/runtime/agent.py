@@ -553,6 +553,12 @@ class Agent:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    @property
+    def lease_lost(self) -> str | None:
+        """Why the driver Lease was lost (None: it was not): the JVM is being ended with every write, so what fails
+        from then on is that stop, not the script."""
+        return self.lease.lost if self.lease is not None else None
+
     def operation_in_progress(self) -> bool:
         """Whether a savepoint or a stop-with-savepoint is being taken (SIGTERM lets it finish)."""
         if not self._operation.acquire(blocking=False):
@@ -607,8 +613,9 @@ class Agent:
             self.lease.release()
 
     def shutdown_spark(self) -> None:
-        """Stop every query and the session (the script's own ``stop()`` calls were deferred)."""
-        if self._spark is None:
+        """Stop every query and the session (the script's own ``stop()`` calls were deferred); nothing once the
+        Lease was lost (the JVM is ended: every call to it would only fail)."""
+        if self._spark is None or self.lease_lost is not None:
             return
         for query in self._spark.streams.active:
             query.stop()

@@ -6,7 +6,9 @@ script in-process with ``runpy``, wait for its queries, and turn what happened i
 and a termination message. SIGTERM (the pod is being deleted) exits at once, JVM included: the
 checkpoint is consistent at any point and the next attempt replays a batch in flight; only a
 savepoint being taken is finished (and answered) first. With a driver Lease (``lease``), losing it
-ends the JVM and the process at once (EXIT_LEASE_LOST); every other exit releases it once the JVM is done.
+ends the JVM and the process at once (EXIT_LEASE_LOST, reason LeaseLost, reported before the JVM is ended; what the
+script or its queries raise once their JVM is gone is that stop, never reported as their failure); every other exit
+releases it once the JVM is done.
 Never: implements query handling, savepoints or restores itself (``agent``).
 """
 
@@ -65,11 +67,17 @@ def _kill_jvm() -> None:
             process.wait(JVM_EXIT_WAIT_SECONDS)
 
 
+def lease_lost(why: str) -> termination.Outcome:
+    """The outcome of a driver that lost its Lease for `why`."""
+    return termination.lease_lost(f"{why}: stopped writing at once (another driver may hold the checkpoint)")
+
+
 def exit_lease_lost(settings: RuntimeSettings, why: str) -> None:
-    """The driver Lease is lost: end the JVM (every write) first, then report and exit (EXIT_LEASE_LOST)."""
-    _kill_jvm()
-    outcome = termination.lease_lost(f"{why}: stopped writing at once (another driver may hold the checkpoint)")
+    """The driver Lease is lost: report it (a small local file, written before anything can fail for the JVM's end:
+    the main thread then sees the script fail), end the JVM (every write), exit (EXIT_LEASE_LOST)."""
+    outcome = lease_lost(why)
     termination.write_termination_message(settings.termination_message_path, outcome)
+    _kill_jvm()
     log.critical("exiting %d: %s %s", outcome.exit_code, outcome.reason, outcome.message)
     for handler in logging.getLogger().handlers:
         handler.flush()
@@ -121,7 +129,28 @@ def _refused(error: RestoreIncompatibleError | CheckpointBehindError) -> termina
 
 
 def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Outcome:
-    """Run the script as ``__main__``, then wait for the queries it left running."""
+    """Run the script as ``__main__``, then wait for the queries it left running. Once the driver Lease is lost, the
+    outcome is LeaseLost whatever the script or its queries did meanwhile (they fail as the JVM is ended)."""
+    try:
+        outcome = _script_outcome(script, args, agent)
+    except Exception:
+        if agent.lease_lost is None:
+            raise
+    else:
+        if agent.lease_lost is None:
+            return outcome
+    why = agent.lease_lost
+    assert why is not None
+    return lease_lost(why)
+
+
+def _its_own(agent: Agent) -> bool:
+    """Whether what the script raised is its own failure, not the runtime stopping it (a stop-with-savepoint, or the
+    JVM ended for a lost Lease)."""
+    return not agent.stopping and agent.lease_lost is None
+
+
+def _script_outcome(script: str, args: Sequence[str], agent: Agent) -> termination.Outcome:
     sys.argv = [script, *args]
     sys.path.insert(0, str(Path(script).resolve().parent))
     try:
@@ -134,13 +163,13 @@ def run_script(script: str, args: Sequence[str], agent: Agent) -> termination.Ou
     except StartRefusedError as error:
         log.info("%s", error)
     except SystemExit as exit_request:
-        if exit_request.code not in (None, 0) and not agent.stopping:
+        if exit_request.code not in (None, 0) and _its_own(agent):
             return termination.failed("ScriptExited", f"the script exited with {exit_request.code}")
     except StreamingQueryException as error:
-        if not agent.stopping:
+        if _its_own(agent):
             return termination.failed("QueryFailed", str(error))
     except Exception as error:
-        if not agent.stopping:
+        if _its_own(agent):
             log.exception("the script failed")
             return termination.failed("ScriptFailed", termination.describe(error))
     return agent.wait_for_queries()
@@ -238,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if outcome.exit_code == contract.EXIT_USAGE:
         print(outcome.message, file=sys.stderr)
     path = settings_path or contract.TERMINATION_MESSAGE_PATH
-    termination.write_termination_message(path, outcome)
+    if outcome.exit_code != contract.EXIT_LEASE_LOST:  # the guard's exit wrote it first (never truncated here)
+        termination.write_termination_message(path, outcome)
     log.info("exiting %d: %s %s", outcome.exit_code, outcome.reason, outcome.message)
     return outcome.exit_code

@@ -134,7 +134,7 @@ class LeaseGuard:
         self._written: tuple[election.LeaseRecord, str] | None = None  # this driver's last write and its version
         self._renewed = time.monotonic()
         self._allowed, self._held, self._stop, self._wake = (threading.Event() for _ in range(4))
-        self._lost = False
+        self._lost: str | None = None  # why the Lease was lost (set before `on_lost` is called)
         self._waiting_since: float | None = None
         self._reported: tuple[str, str | None] | None = None
         if allowed:
@@ -147,6 +147,12 @@ class LeaseGuard:
     @property
     def held(self) -> bool:
         return self._held.is_set()
+
+    @property
+    def lost(self) -> str | None:
+        """Why this driver lost the Lease (None while it holds it or never held it): set before `on_lost` ends the
+        JVM, so whatever fails afterwards in the driver is known to be that stop."""
+        return self._lost
 
     @property
     def holder(self) -> str | None:
@@ -260,9 +266,9 @@ class LeaseGuard:
 
     def _lose(self, why: str) -> None:
         with self._losing:
-            if self._lost or self._stop.is_set():
+            if self._lost is not None or self._stop.is_set():
                 return
-            self._lost = True
+            self._lost = why
         self._held.clear()
         log.critical("driver Lease %s lost (%s): stopping every write now", self.api.name, why)
         self._on_lost(why)
@@ -271,7 +277,7 @@ class LeaseGuard:
         """Stop renewing and give the Lease up when held (best effort: otherwise it expires)."""
         self._stop.set()
         self._wake.set()
-        if not self._held.is_set() or self._lost:
+        if not self._held.is_set() or self._lost is not None:
             return
         self._held.clear()
         try:
