@@ -66,6 +66,11 @@ class Environment:
         """The testbed's kubectl against the cluster; stdout, or an error with stderr."""
         return self._run([str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args], 300)
 
+    def apply(self, namespace: str, path: Path, manifest: dict[str, object]) -> str:
+        """Write `manifest` to `path` as YAML (what a user keeps in git) and `kubectl apply` it in `namespace`."""
+        path.write_text(yaml.safe_dump(manifest))
+        return self.kubectl("apply", "-n", namespace, "-f", str(path))
+
     def helm(self, *args: str, stdin: str | None = None) -> str:
         """helm against the cluster."""
         return self._run([str(build.ensure_helm()), "--kubeconfig", str(self.kubeconfig), *args], 600, stdin)

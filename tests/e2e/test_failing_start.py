@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from headrace.api import names
@@ -46,9 +45,7 @@ def failing(e2e: E2E) -> Iterator[dict[str, scenario.AppHandle]]:
                 manifest = scenario.windowed_counts_manifest(data, restartPolicy=FAST_RESTARTS)
                 manifest["metadata"]["name"] = name
                 change(manifest["spec"])
-                path = data / f"{name}.yaml"
-                path.write_text(yaml.safe_dump(manifest))
-                e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+                e2e.apply(namespace, data / f"{name}.yaml", manifest)
                 handles[name] = scenario.AppHandle(api, namespace, data, name=name)
             yield handles
         finally:

@@ -54,9 +54,7 @@ def app(e2e: E2E) -> Iterator[scenario.AppHandle]:
                 handle.input.next_file()
             manifest = scenario.windowed_counts_manifest(data, upgradeMode="savepoint")
             manifest["spec"]["state"] = storage.state
-            path = data / "streamingapp.yaml"
-            path.write_text(yaml.safe_dump(manifest))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+            e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             yield handle
         finally:
             delete_namespace(api, namespace)
@@ -102,9 +100,7 @@ def test_a_checkpoint_on_a_hostpath_is_refused_naming_the_field_and_the_fix(e2e:
             data = scenario.prepare_data_dir(e2e.data_root, namespace)
             manifest = scenario.windowed_counts_manifest(data)
             manifest["spec"]["state"].pop("allowNodeLocal")
-            path = data / "streamingapp.yaml"
-            path.write_text(yaml.safe_dump(manifest))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+            e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             handle = scenario.AppHandle(api, namespace, data)
             ready = handle.wait(
                 lambda: next(

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client import ApiClient
 
@@ -91,9 +90,7 @@ def _tenant_app(e2e: E2E, image: str, *, pull_secret: bool) -> Iterator[AppHandl
                 app.input.next_file()
             manifest = scenario.windowed_counts_manifest(data, **overrides)
             manifest["spec"]["application"] = _page_counts(data)
-            path = data / "streamingapp.yaml"
-            path.write_text(yaml.safe_dump(manifest))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+            e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             yield app
         finally:
             delete_namespace(api, namespace)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from kubernetes import client
@@ -99,9 +98,7 @@ def _app_in_restricted_namespace(
             if pod_template is not None:
                 for role in ("driver", "executor"):
                     manifest["spec"][role]["podTemplate"] = pod_template
-            path = data / "streamingapp.yaml"
-            path.write_text(yaml.safe_dump(manifest))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+            e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             yield handle
         finally:
             delete_namespace(api, namespace)
@@ -156,9 +153,7 @@ def test_a_spec_asking_for_the_host_is_refused_naming_the_field(e2e: E2E, restri
     manifest["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     manifest["spec"]["driver"]["podTemplate"] = {"spec": {"hostNetwork": True}}
     manifest["spec"]["sparkConf"] = {"spark.master ": "local[*]"}
-    path = restricted_app.data / "escalate.yaml"
-    path.write_text(yaml.safe_dump(manifest))
-    e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+    e2e.apply(namespace, restricted_app.data / "escalate.yaml", manifest)
     handle = scenario.AppHandle(restricted_app.custom.api_client, namespace, restricted_app.data, name="escalate")
     status = handle.wait(lambda: handle.status() if handle.status().get("error") else None, 120, "the refusal")
     print(f"refused: {status['error']}")

@@ -67,9 +67,7 @@ def app(e2e: E2E, minio: sts.MinioSts) -> Iterator[scenario.AppHandle]:
                     "webIdentity": {"roleArn": minio.role_arn, "audience": AUDIENCE, "stsEndpoint": minio.endpoint},
                 },
             }
-            path = data / "streamingapp.yaml"
-            path.write_text(yaml.safe_dump(manifest))
-            e2e.kubectl("apply", "-n", namespace, "-f", str(path))
+            e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             yield handle
         finally:
             delete_namespace(api, namespace)
