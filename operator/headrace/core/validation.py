@@ -268,25 +268,27 @@ def state_bucket_owner(key: str, buckets: list[str]) -> str | None:
     return None
 
 
+def _state_bucket_problem(key: str, buckets: list[str]) -> str | None:
+    """Why a per-bucket S3A key of a state bucket is refused (it would replace a field spec.state.s3 owns), or None."""
+    owner = state_bucket_owner(key, buckets)
+    if owner is None:
+        return None
+    return (
+        f"{key} would replace {owner} for the state's bucket (spec.state.checkpointDir, savepointDir); set {owner} "
+        "instead, or remove it"
+    )
+
+
 def _spark_conf_problems(spec: StreamingAppSpec) -> list[Problem]:
     problems = []
     buckets = state_buckets(spec)
     for key in sorted(spec.sparkConf):
-        why = spark_conf_problem(key, spec.sparkConf[key])
-        owner = state_bucket_owner(key, buckets) if why is None else None
-        if owner is not None:
-            why = (
-                f"{key} would replace {owner} for the state's bucket (spec.state.checkpointDir, savepointDir); set "
-                f"{owner} instead, or remove it"
-            )
+        why = spark_conf_problem(key, spec.sparkConf[key]) or _state_bucket_problem(key, buckets)
         if why is not None:
             problems.append(Problem(f'spec.sparkConf["{key}"]', why))
     plain = {normalize_key(key) for key in spec.sparkConf}
     for key in sorted(spec.sparkConfFromSecrets):
-        why = spark_key_problem(key)
-        owner = state_bucket_owner(key, buckets) if why is None else None
-        if owner is not None:
-            why = f"{key} would replace {owner} for the state's bucket; set {owner} instead, or remove it"
+        why = spark_key_problem(key) or _state_bucket_problem(key, buckets)
         if why is None and normalize_key(key) in plain:
             why = f"{key} is also set in spec.sparkConf; keep one of the two"
         if why is not None:
