@@ -1091,6 +1091,14 @@ class AutoscalerCheck(Model):
     capacityBefore: float = Field(description="Rows per second of batch time at fromExecutors.")
 
 
+class AutoscalerOverhead(Model):
+    """The fixed cost of a batch fitted at one executor count (it shrinks with more executors: a batch's tasks run
+    in fewer waves)."""
+
+    executors: int
+    seconds: float
+
+
 class AutoscalerStatus(Model):
     """What the autoscaler decided and why (passive: would do; active: did), with the window it decided on and
     what the next decision remembers."""
@@ -1122,8 +1130,14 @@ class AutoscalerStatus(Model):
     blockedSpec: str | None = Field(default=None, description="The spec hash blockedAbove holds for.")
     batchOverheadSeconds: float | None = Field(
         default=None,
-        description="The fixed cost of a batch whatever its rows, last fitted over a window whose batches differed in "
-        "rows (seconds; not fitted yet: none is assumed).",
+        description="The fixed cost of a batch whatever its rows at the current executors (seconds): fitted at that "
+        "count (batchOverheads), else derived from the fitted counts by their task waves; none fitted yet: "
+        "none is assumed. A status without batchOverheads (an older operator's) holds the fit at measuredExecutors.",
+    )
+    batchOverheads: list[AutoscalerOverhead] = Field(
+        default_factory=list,
+        description="The fixed cost of a batch, last fitted at each executor count over a window whose batches at "
+        "that count differed in rows.",
     )
 
 

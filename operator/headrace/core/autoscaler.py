@@ -9,28 +9,38 @@ Never: I/O, reading the clock (``now`` is an argument), Kubernetes or Spark type
 The model, per decision (docs/autoscaler.md explains it with its options):
 
 - a batch costs a fixed time whatever its rows (planning, task launches, the state store's and the sink's commits)
-  plus a time per row; the fixed part is fitted over a window whose batches differ in rows (the intercept of batch
-  duration against rows per batch) and remembered for windows whose batches do not;
+  plus a time per row. The fixed part is mostly per task, so it shrinks as executors are added (the batch's tasks
+  run in fewer waves): it is fitted per executor count, over the window's batches at that count when they differ
+  in rows (the intercept of batch duration against rows per batch), and remembered per count for windows whose
+  batches do not. A count with no fit yet gets it derived from the fitted counts by the per-task model
+  (`overhead_at`: their task waves);
 - utilization = (input rate + backlog / catchUpDuration) / (processing capacity x available share), where the
   input rate is the rows read per second plus the backlog's growth (the higher of the window's and its last
   third's, so that a step in the load is sized for at once), the processing capacity the rows the app's batches
   processed per second of batch time beyond their fixed cost, over the batches at the current size, and the
   available share the part of the wall clock the fixed costs leave (an idle app with slow batches is idle);
-- executors needed = (input rate / targetUtilization + (backlog + input rate x rescaleTime) / catchUpDuration)
-  / (capacity per executor x available share), within minExecutors..maxExecutors, the quota and what more
-  executors can use (the state partitions of a stateful app, else the sources' partitions); beyond the state
-  partitions, a repartition.
+- executors needed: the fewest n whose capacity, capacity per executor x n x available share at n (with the
+  fixed cost at n), reaches input rate / targetUtilization + (backlog + input rate x rescaleTime) /
+  catchUpDuration; within minExecutors..maxExecutors, the quota and what more executors can use (the state
+  partitions of a stateful app, else the sources' partitions); beyond the state partitions, a repartition.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from headrace.api.models import AutoscalerCheck, AutoscalerReading, AutoscalerSample, AutoscalerStatus, StreamingAppSpec
+from headrace.api.models import (
+    AutoscalerCheck,
+    AutoscalerOverhead,
+    AutoscalerReading,
+    AutoscalerSample,
+    AutoscalerStatus,
+    StreamingAppSpec,
+)
 from headrace.core.durations import parse_duration
 from headrace.core.observation import BatchTotals, DriverProgress
 from headrace.core.quantities import spark_memory_mib
@@ -42,6 +52,7 @@ RECENT_SHARE = 1 / 3  # the input rate is the higher of the window's and of its 
 MIN_BATCHES = 5  # fewer batches with rows in the window: no decision on them (one slow batch is not a load)
 OVERHEAD_SPREAD = 1.5  # the fixed cost is fitted only when the window's rows per batch span this ratio
 MIN_SHARE = 0.1  # the fixed cost leaves at least this share of the batch time and of the wall clock
+MOST_EXECUTORS = 1000  # the executors needed are looked for up to this many (maxExecutors' own bound)
 
 ScalingAction = Literal["hold", "scale", "repartition"]
 
@@ -133,7 +144,7 @@ class AutoscalerMemory:
     scale_down_to: int = 0  # the most executors it wanted since then
     check: ScaleUpCheck | None = None
     blocked_above: int | None = None  # no scale-up beyond this size (an ineffective one was undone)
-    overhead: float | None = None  # seconds a batch costs whatever its rows, last fitted (None: not yet)
+    overheads: tuple[tuple[int, float], ...] = ()  # (executors, seconds a batch costs whatever its rows), last fitted
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,7 @@ class WindowStats:
     backlog_growth: float  # records per second
     overhead: float = 0.0  # seconds a batch costs whatever its rows
     available: float = 1.0  # the share of the wall clock the batches' fixed costs leave for rows
+    batch_rate: float = 0.0  # counted batches per wall-clock second
 
     @property
     def rows_processed(self) -> bool:
@@ -168,16 +180,16 @@ class WindowStats:
 
 
 def batch_overhead(samples: Sequence[Sample]) -> float | None:
-    """The seconds a batch costs whatever its rows: the intercept of the samples' mean batch duration against their
-    rows per batch and executor (least squares, each sample weighted by its batches), at most the shortest mean
-    batch. Rows per executor differ across a change of the load or of the size, so a fit needs one of them in the
-    samples. None when the fixed cost cannot be told apart from the cost per row: batches not counted, fewer than
-    two samples with rows, rows per batch and executor spanning less than OVERHEAD_SPREAD, or longer batches not
-    the ones with more rows."""
+    """The seconds a batch costs whatever its rows, at the one executor count the samples were taken at: the
+    intercept of their mean batch duration against their rows per batch (least squares, each sample weighted by its
+    batches), at most the shortest mean batch. Rows per batch differ across a change of the load, so a fit needs one
+    in the samples. None when the fixed cost cannot be told apart from the cost per row: batches not counted, fewer
+    than two samples with rows, rows per batch spanning less than OVERHEAD_SPREAD, or longer batches not the ones
+    with more rows."""
     points = [
-        (sample.input_rows / sample.batches / sample.executors, sample.busy_seconds / sample.batches, sample.batches)
+        (sample.input_rows / sample.batches, sample.busy_seconds / sample.batches, sample.batches)
         for sample in samples
-        if sample.batches and sample.input_rows > 0 and sample.executors > 0
+        if sample.batches and sample.input_rows > 0
     ]
     if len(points) < 2 or max(rows for rows, _, _ in points) < OVERHEAD_SPREAD * min(rows for rows, _, _ in points):
         return None
@@ -190,6 +202,53 @@ def batch_overhead(samples: Sequence[Sample]) -> float | None:
         return None
     intercept = mean_duration - together / spread * mean_rows
     return min(max(intercept, 0.0), *(duration for _, duration, _ in points))
+
+
+def fitted_overheads(samples: Sequence[Sample], remembered: Mapping[int, float]) -> dict[int, float]:
+    """The fixed cost of a batch per executor count: `remembered`, updated by a fit over the samples taken at each
+    count (`batch_overhead`; a count whose samples cannot be fitted keeps what was remembered for it). Never fitted
+    across counts: the fixed cost is mostly per task, so batches at another count have another one."""
+    fitted = dict(remembered)
+    for executors in sorted({sample.executors for sample in samples}):
+        fit = batch_overhead([sample for sample in samples if sample.executors == executors])
+        if fit is not None:
+            fitted[executors] = fit
+    return fitted
+
+
+def task_waves(executors: int, cores: int, tasks: int | None) -> float:
+    """The waves a stage of `tasks` tasks runs in on `executors` x `cores` task slots; with the tasks unknown, one
+    task per slot (the waves then shrink as the slots grow: 1 / slots)."""
+    slots = max(executors * cores, 1)
+    return math.ceil(tasks / slots) if tasks else 1 / slots
+
+
+def overhead_at(executors: int, fitted: Mapping[int, float], cores: int, tasks: int | None) -> float | None:
+    """The fixed cost of a batch at `executors`: fitted at that count, else derived from the fitted counts by the
+    per-task model, a batch's tasks launched, run and committed in fewer waves on more task slots (`task_waves`).
+
+    From one fitted count (the nearest, the larger on a tie), all of its cost is taken as per task: scaled by the
+    ratio of the task waves at the two counts, but never below the fitted cost (at more executors the cost is kept:
+    how much of it is per task is not known yet, and a scale-up sized on a shrink that does not come falls short,
+    while one that finds the cost shrunk has headroom). An estimate until the count gets its own fit: on the loaded
+    test node 1 executor's cost was about 1.5 times 3 executors', where the waves of the ramp app's 8 state
+    partitions say 2.7. From two or more fitted counts, the cost is a part fixed plus a part per wave: the line
+    through them against their waves (least squares; a line falling with more waves is noise: their mean), at least
+    0. None: nothing fitted yet."""
+    if executors in fitted:
+        return fitted[executors]
+    if not fitted:
+        return None
+    points = [(task_waves(count, cores, tasks), cost) for count, cost in fitted.items()]
+    waves = task_waves(executors, cores, tasks)
+    if len({wave for wave, _ in points}) < 2:  # a line needs two
+        nearest = min(fitted, key=lambda count: (abs(count - executors), -count))
+        return fitted[nearest] * max(waves / task_waves(nearest, cores, tasks), 1.0)
+    mean_waves = sum(wave for wave, _ in points) / len(points)
+    mean_cost = sum(cost for _, cost in points) / len(points)
+    spread = sum((wave - mean_waves) ** 2 for wave, _ in points)
+    slope = max(sum((wave - mean_waves) * (cost - mean_cost) for wave, cost in points) / spread, 0.0)
+    return max(mean_cost + slope * (waves - mean_waves), 0.0)
 
 
 def window_stats(samples: Sequence[Sample], overhead: float = 0.0) -> WindowStats:
@@ -213,6 +272,7 @@ def window_stats(samples: Sequence[Sample], overhead: float = 0.0) -> WindowStat
         backlog_growth=growth,
         overhead=overhead,
         available=max(1.0 - fixed / seconds, MIN_SHARE) if seconds > 0 else 1.0,
+        batch_rate=sum(sample.batches or 0 for sample in samples) / seconds if seconds > 0 else 0.0,
     )
 
 
@@ -288,19 +348,42 @@ def decide_scaling(
     samples = [sample for sample in signals.samples if start < sample.at <= now and sample.executors == current]
     if not samples:
         return situation.hold("NoBatches", f"no batch at {current} executors in the metrics window"), memory
-    fitted = batch_overhead([sample for sample in signals.samples if start < sample.at <= now])
-    if fitted is not None:
-        memory = replace(memory, overhead=fitted)
-    counted = all(sample.batches is not None for sample in samples)
-    overhead = (memory.overhead or 0.0) if counted else 0.0
-    stats = window_stats(samples, overhead)
+    in_window = [sample for sample in signals.samples if start < sample.at <= now]
+    fitted = fitted_overheads(in_window, dict(memory.overheads))
+    memory = replace(memory, overheads=tuple(sorted(fitted.items())))
+    fixed_cost = _fixed_costs(spec, signals, fitted, samples)
+    stats = window_stats(samples, fixed_cost(current))
     recent = [sample for sample in samples if sample.at > now - timedelta(seconds=window * RECENT_SHARE)]
     if recent:  # a step in the load shows in the window's last part first: size for it at once
         stats = replace(stats, input_rate=max(stats.input_rate, window_stats(recent).input_rate))
     unsized = _not_sized(situation, memory, stats, samples)
     if unsized is not None:
         return unsized
-    return _decide_on(situation, memory, stats)
+    return _decide_on(situation, memory, stats, fixed_cost)
+
+
+def _tasks(spec: StreamingAppSpec, signals: Signals) -> int | None:
+    """The tasks of a batch's widest stage, as far as known: the state partitions of a stateful app, else the
+    sources' partitions."""
+    return spec.state.partitions if signals.stateful else signals.source_partitions
+
+
+def _fixed_costs(
+    spec: StreamingAppSpec, signals: Signals, fitted: Mapping[int, float], samples: Sequence[Sample]
+) -> Callable[[int], float]:
+    """The fixed cost of a batch at any executor count (`overhead_at`, with `_tasks`), at most the shortest batch
+    measured at the current count; 0 for a window with batches not counted (none can be taken out) or with nothing
+    fitted yet."""
+    if not all(sample.batches is not None for sample in samples):
+        return lambda _executors: 0.0
+    tasks = _tasks(spec, signals)
+    shortest = min((sample.busy_seconds / sample.batches for sample in samples if sample.batches), default=math.inf)
+
+    def at(executors: int) -> float:
+        cost = overhead_at(executors, fitted, spec.executor.cores, tasks) or 0.0
+        return min(cost, shortest) if executors == signals.executors else cost
+
+    return at
 
 
 def _not_sized(
@@ -353,7 +436,7 @@ def _not_yet(situation: _Situation, memory: AutoscalerMemory) -> tuple[Decision,
 
 
 def _decide_on(
-    situation: _Situation, memory: AutoscalerMemory, stats: WindowStats
+    situation: _Situation, memory: AutoscalerMemory, stats: WindowStats, fixed_cost: Callable[[int], float]
 ) -> tuple[Decision, AutoscalerMemory]:
     config, current = situation.spec.autoscaler, situation.current
     catch_up = parse_duration(config.catchUpDuration)
@@ -367,6 +450,9 @@ def _decide_on(
     lower = config.targetUtilization - config.utilizationBoundary
     upper = config.targetUtilization + config.utilizationBoundary
     fixed = f", {stats.overhead:.1f} s of each batch fixed" if stats.overhead > 0 else ""
+    if fixed and current not in dict(memory.overheads):
+        fitted_at = ", ".join(str(count) for count, _ in memory.overheads)
+        fixed += f" (derived from the fits at {fitted_at} executors)"
     situation = replace(
         situation,
         utilization=utilization,
@@ -380,14 +466,25 @@ def _decide_on(
     rescale = parse_duration(config.rescaleTime) if utilization > upper else 0.0
     catch_up_rate = (stats.backlog + stats.input_rate * rescale) / catch_up if catch_up > 0 else 0.0
     needed_rate = stats.input_rate / config.targetUtilization + catch_up_rate
-    per_executor = usable / current
-    needed = max(1, math.ceil(needed_rate / per_executor))
+    needed = _executors_for(needed_rate, stats, current, fixed_cost)
     if needed > current:
-        return _scale_up(situation, memory, needed, per_executor)
+        return _scale_up(situation, memory, needed, usable / current)
     if stats.backlog_growth > 0:
         message = f"{situation.described}, but the backlog grows by {stats.backlog_growth:.0f} records/s"
         return situation.hold("BacklogGrowing", message, needed), replace(memory, scale_down_since=None)
     return _scale_down(situation, memory, needed)
+
+
+def _executors_for(rate: float, stats: WindowStats, current: int, fixed_cost: Callable[[int], float]) -> int:
+    """The fewest executors that process `rate` rows per second: each adds the rows' capacity per executor measured
+    at the current count, and the batches (as many per second as now) leave the rows what the fixed cost at that
+    count does not take."""
+    per_executor = stats.capacity / current
+
+    def usable(executors: int) -> float:
+        return per_executor * executors * max(1.0 - fixed_cost(executors) * stats.batch_rate, MIN_SHARE)
+
+    return next((count for count in range(1, MOST_EXECUTORS + 1) if usable(count) >= rate), MOST_EXECUTORS)
 
 
 def _ineffective(
@@ -543,10 +640,15 @@ def _check_of(record: AutoscalerCheck | None) -> ScaleUpCheck | None:
 
 
 def _memory_of(previous: AutoscalerStatus | None, spec_key: str) -> AutoscalerMemory:
-    """What the status remembers; the block after an ineffective scale-up holds only for the spec it was found on."""
+    """What the status remembers; the block after an ineffective scale-up holds only for the spec it was found on.
+    An older operator's status has one fixed cost (batchOverheadSeconds, no batchOverheads): taken as fitted at the
+    size its window was measured at."""
     if previous is None:
         return AutoscalerMemory()
     blocked = previous.blockedAbove if previous.blockedSpec == spec_key else None
+    overheads = tuple((record.executors, record.seconds) for record in previous.batchOverheads)
+    if not overheads and previous.batchOverheadSeconds is not None and previous.measuredExecutors is not None:
+        overheads = ((previous.measuredExecutors, previous.batchOverheadSeconds),)
     return AutoscalerMemory(
         executors=previous.measuredExecutors,
         size_since=parse_time(previous.sizeSince) if previous.sizeSince else None,
@@ -555,7 +657,7 @@ def _memory_of(previous: AutoscalerStatus | None, spec_key: str) -> AutoscalerMe
         scale_down_to=previous.scaleDownTo,
         check=_check_of(previous.check),
         blocked_above=blocked,
-        overhead=previous.batchOverheadSeconds,
+        overheads=overheads,
     )
 
 
@@ -597,6 +699,7 @@ def recommend(  # noqa: PLR0917 - the decision's inputs, as the planner has them
         back_to_back=progress.back_to_back,
     )
     decision, memory = decide_scaling(spec, _memory_of(previous, spec_key), signals, now)
+    now_cost = overhead_at(current.executors, dict(memory.overheads), spec.executor.cores, _tasks(spec, signals))
     target = previous.target if previous is not None and spec.autoscaler.mode == "active" else None
     if acted(spec, decision):
         target = decision.executors
@@ -620,7 +723,10 @@ def recommend(  # noqa: PLR0917 - the decision's inputs, as the planner has them
         check=_check_record(memory.check),
         blockedAbove=memory.blocked_above,
         blockedSpec=spec_key if memory.blocked_above is not None else None,
-        batchOverheadSeconds=round(memory.overhead, 3) if memory.overhead is not None else None,
+        batchOverheadSeconds=round(now_cost, 3) if now_cost is not None else None,
+        batchOverheads=[
+            AutoscalerOverhead(executors=count, seconds=round(cost, 3)) for count, cost in memory.overheads
+        ],
     )
 
 

@@ -17,8 +17,11 @@ from headrace.core.autoscaler import (
     Signals,
     batch_overhead,
     decide_scaling,
+    fitted_overheads,
     limits,
+    overhead_at,
     reading,
+    recommend,
     sample_between,
     window_stats,
 )
@@ -548,8 +551,7 @@ def test_batches_of_mostly_fixed_cost_are_not_read_as_load(sampling: str) -> Non
 OVERHEAD_CASES: list[tuple[str, list[tuple[int, float, int | None, int]], float | None]] = [
     # (rows per batch, mean batch seconds, batches, executors) per sample -> the fixed cost fitted
     ("a load change: 1 s + 1 ms per row", [(1000, 2.0, 4, 1), (4000, 5.0, 4, 1)], 1.0),
-    ("a size change: 1 s + 1 ms per row and executor", [(4000, 5.0, 4, 1), (4000, 2.0, 4, 4)], 1.0),
-    ("rows per executor too alike to tell", [(1000, 2.0, 4, 1), (1400, 2.4, 4, 1)], None),
+    ("rows per batch too alike to tell", [(1000, 2.0, 4, 1), (1400, 2.4, 4, 1)], None),
     ("longer batches with fewer rows: noise", [(1000, 3.0, 4, 1), (4000, 2.0, 4, 1)], None),
     ("a negative intercept is no fixed cost", [(1000, 0.5, 4, 1), (4000, 5.0, 4, 1)], 0.0),
     ("batches not counted", [(1000, 2.0, None, 1), (4000, 5.0, None, 1)], None),
@@ -558,15 +560,95 @@ OVERHEAD_IDS = [case[0] for case in OVERHEAD_CASES]
 
 
 @pytest.mark.parametrize(("rows", "expected"), [case[1:] for case in OVERHEAD_CASES], ids=OVERHEAD_IDS)
-def test_the_fixed_cost_of_a_batch_is_fitted_where_rows_per_executor_differ(
+def test_the_fixed_cost_of_a_batch_is_fitted_where_rows_per_batch_differ(
     rows: list[tuple[int, float, int | None, int]], expected: float | None
 ) -> None:
-    samples = [
+    fitted = batch_overhead(_batches(rows))
+    assert fitted == (pytest.approx(expected) if expected is not None else None)
+
+
+def _batches(rows: list[tuple[int, float, int | None, int]]) -> list[Sample]:
+    """(rows per batch, mean batch seconds, batches, executors) per 30 s sample."""
+    return [
         Sample(at(index * 30), 30.0, per_batch * (batches or 1), duration * (batches or 1), 0.0, executors, batches)
         for index, (per_batch, duration, batches, executors) in enumerate(rows)
     ]
-    fitted = batch_overhead(samples)
-    assert fitted == (pytest.approx(expected) if expected is not None else None)
+
+
+AT_1 = [(800, 6.8, 3, 1), (3200, 9.2, 3, 1)]  # 1 executor: 6 s fixed + 1 ms per row
+AT_3 = [(800, 4.27, 4, 3), (3200, 5.07, 4, 3)]  # 3 executors: 4 s fixed + 1 ms per row over 3
+PER_COUNT_CASES: list[
+    tuple[str, list[tuple[int, float, int | None, int]], dict[int, float], int | None, int, float | None]
+] = [
+    # (samples, remembered fits, tasks, executors asked about) -> the fixed cost there
+    ("before a scale-up: fitted at 1 over a load change", AT_1, {}, 8, 1, 6.0),
+    ("after a scale-up: the new count fitted on its own", AT_3, {1: 6.0}, 8, 3, 4.0),
+    ("after a scale-up: the count left keeps its fit", AT_3, {1: 6.0}, 8, 1, 6.0),
+    ("a size change alone is not fitted across counts", [(3200, 9.2, 3, 1), (3200, 5.07, 4, 3)], {}, 8, 1, None),
+    ("a count never seen, below the fitted one: its task waves (8 / 3)", [], {3: 3.0}, 8, 1, 8.0),
+    ("a count never seen, tasks unknown: its task slots (3 / 1)", [], {3: 3.0}, None, 1, 9.0),
+    ("a count never seen, above the fitted one: kept", [], {1: 6.0}, 8, 3, 6.0),
+    ("a count never seen, between two fitted: on their line against the waves", [], {1: 6.0, 4: 3.0}, 8, 2, 4.0),
+    ("a count never seen, beyond two fitted: on their line", [], {1: 6.0, 2: 4.0}, 8, 4, 3.0),
+    ("two fits falling with more waves: noise, their mean", [], {1: 3.0, 4: 5.0}, 8, 2, 4.0),
+    ("too few samples at a count: its remembered fit stays", [(800, 4.27, 4, 3)], {3: 4.2}, 8, 3, 4.2),
+    ("too few samples at a count: derived from another", [*AT_1, (800, 4.27, 4, 3)], {}, 8, 3, 6.0),
+    ("nothing fitted: none", [(800, 4.27, 4, 3)], {}, 8, 3, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("rows", "remembered", "tasks", "executors", "expected"),
+    [case[1:] for case in PER_COUNT_CASES],
+    ids=[case[0] for case in PER_COUNT_CASES],
+)
+def test_the_fixed_cost_is_per_executor_count(
+    rows: list[tuple[int, float, int | None, int]],
+    remembered: dict[int, float],
+    tasks: int | None,
+    executors: int,
+    expected: float | None,
+) -> None:
+    """A batch's fixed cost is mostly per task (measured: 1 executor ran the ramp app's 20 tasks one by one), so it is
+    fitted per executor count, and derived for a count without a fit by the per-task model."""
+    fitted = fitted_overheads(_batches(rows), remembered)
+    cost = overhead_at(executors, fitted, 1, tasks)
+    assert cost == (pytest.approx(expected, abs=0.01) if expected is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("overheads", "executors"),
+    [(((1, 4.0), (3, 1.0)), 2), (((3, 1.0),), 1)],
+    ids=["1 executor's own fit: its fixed cost leaves too little", "1 executor derived from 3's fit"],
+)
+def test_a_scale_down_is_sized_with_the_fixed_cost_at_the_smaller_count(
+    overheads: tuple[tuple[int, float], ...], executors: int
+) -> None:
+    """300 rows/s at 3 executors in one 5 s batch each (1 s fixed + 1500 rows at 1000 rows/s per executor): idle, so
+    fewer will do. 1 executor would run every batch 4 s fixed (fitted there): 200 rows/s left of the 429 needed, so 2
+    (1.6 s fixed, on the line through the two fits); derived from 3's fit alone (2.7 s) 1 executor keeps 467."""
+    idle = [
+        Sample(NOW - timedelta(seconds=5 * index), 5.0, 1500, 1.5, 0.0, 3, 1) for index in reversed(range(36))
+    ]  # fmt: skip
+    memory = replace(SETTLED, executors=3, overheads=overheads, scale_down_since=NOW - timedelta(minutes=11))
+    decision, _ = run(autoscaled(), signals(idle, executors=3, stateful=True), memory)
+    assert (decision.reason, decision.executors) == ("ScaleDown", executors), decision.message
+
+
+def test_the_status_keeps_the_fixed_cost_per_count_and_reads_an_older_one() -> None:
+    """batchOverheads holds the fits per count, batchOverheadSeconds the cost at the current count; an older status
+    (one batchOverheadSeconds, no batchOverheads) is read as the fit at its measuredExecutors."""
+    totals = BatchTotals(100, 100000, 300.0)
+    progress = DriverProgress(registered_executors=1, requested_executors=1, source_backlog=0.0, totals=totals)
+    first = recommend(autoscaled(), None, progress, START, NOW)
+    assert first is not None
+    older = first.model_copy(update={"measuredExecutors": 3, "batchOverheadSeconds": 3.0, "batchOverheads": []})
+    older = type(first).model_validate(older.model_dump(exclude={"batchOverheads"}))
+    later = NOW + timedelta(seconds=30)
+    status = recommend(autoscaled(), older, replace(progress, totals=BatchTotals(106, 100480, 318.0)), START, later)
+    assert status is not None
+    assert [(record.executors, record.seconds) for record in status.batchOverheads] == [(3, 3.0)]
+    assert status.batchOverheadSeconds == pytest.approx(9.0)  # at 1 executor: from 3 executors (tasks unknown: 3 / 1)
 
 
 def test_the_fixed_cost_leaves_the_rows_their_own_capacity() -> None:
@@ -584,10 +666,10 @@ def test_an_app_busy_with_its_fixed_cost_is_not_scaled_up() -> None:
     slow = [replace(sample, busy_seconds=4.6, batches=1) for sample in load(1000, 2000)]
     naive, _ = run(autoscaled(), signals(slow))
     assert naive.reason == "ScaleUp"
-    decision, memory = run(autoscaled(), signals(slow), replace(SETTLED, overhead=4.0))
+    decision, memory = run(autoscaled(), signals(slow), replace(SETTLED, overheads=((2, 4.0),)))
     assert decision.reason == "WithinBand", decision
     assert decision.utilization == pytest.approx(0.6)
-    assert memory.overhead == 4.0, "kept while the window has nothing to fit on"
+    assert memory.overheads == ((2, 4.0),), "kept while the window has nothing to fit on"
     assert "4.0 s of each batch fixed" in decision.message
 
 
