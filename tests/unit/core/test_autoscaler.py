@@ -253,6 +253,30 @@ CASES: list[tuple[str, Any, Signals, AutoscalerMemory, str, int]] = [
     ("stuck: a backlog and no rows", autoscaled(), signals(load(0, 0, backlog=500)), SETTLED, "NoThroughput", 2),
     ("passive mode recommends", autoscaled(mode="passive"), signals(OVER), SETTLED, "ScaleUp", 8),
     ("batches back to back", autoscaled(), signals(OVER, back_to_back=True), SETTLED, "BackToBackBatches", 2),
+    (
+        "keeping up at an unknown fixed cost",
+        autoscaled(),
+        signals([replace(sample, batches=1) for sample in load(1900, 2000)]),
+        SETTLED,
+        "FixedCostUnknown",
+        2,
+    ),
+    (
+        "keeping up at a known fixed cost",
+        autoscaled(),
+        signals([replace(sample, batches=1) for sample in load(1900, 2000)]),
+        replace(SETTLED, overheads=((2, 0.5),)),
+        "ScaleUp",
+        3,
+    ),
+    (
+        "keeping up, batches not counted: sized on the busy time",
+        autoscaled(),
+        signals(load(1900, 2000)),
+        SETTLED,
+        "ScaleUp",
+        3,
+    ),
 ]
 
 
@@ -665,7 +689,9 @@ def test_an_app_busy_with_its_fixed_cost_is_not_scaled_up() -> None:
     (8333 rows/s of batch time) need 0.6 of the 1 s a trigger leaves them: within the band."""
     slow = [replace(sample, busy_seconds=4.6, batches=1) for sample in load(1000, 2000)]
     naive, _ = run(autoscaled(), signals(slow))
-    assert naive.reason == "ScaleUp"
+    assert naive.reason == "FixedCostUnknown", "keeping up, with no fixed cost fitted yet: no scale-up on busy time"
+    behind, _ = run(autoscaled(), signals([replace(sample, backlog=5000.0) for sample in slow]))
+    assert behind.reason == "ScaleUp", "a backlog is a reason, fixed cost or not"
     decision, memory = run(autoscaled(), signals(slow), replace(SETTLED, overheads=((2, 4.0),)))
     assert decision.reason == "WithinBand", decision
     assert decision.utilization == pytest.approx(0.6)
