@@ -13,8 +13,10 @@ Opt-in (HEADRACE_AUTOSCALER_E2E=1) until calibrated: two runs on 2026-11-27 (16:
 about 12, 834 s and 491 s) each passed 2 of 3 (docs/autoscaler.md, "Measured on the cluster"). On that node one
 executor runs a batch's 20 tasks one by one and was saturated by 100 rows/s (capacity 90 rows/s), so the app
 scaled up on the low load and the step left no backlog; a batch's row-independent cost shrinks with executors,
-which the model does not assume yet. Next: fewer tasks in the ramp app, a lower low load (about 40 rows/s), or the
-executors' task time as the capacity signal.
+which the model did not assume then (it now fits the fixed cost per executor count). Three runs after that
+(19:12, 19:23, 19:34 UTC; 619, 609 and 528 s) passed 2, 1 and 2 of 3: 1 executor handled 400 rows/s at load average
+5 (no scale-up due), and at load average 7 it was scaled up 28 s after the step, before the backlog exceeded
+maxOffsetsPerTrigger (so it never showed). The fixed ramp does not suit the shared node at every load.
 """
 
 from __future__ import annotations
