@@ -37,7 +37,11 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
     kind_cluster: PodmanKindCluster, headrace: Environment
 ) -> None:
     with committing_app(headrace) as app:
-        app.wait(lambda: current_driver(app).metadata.labels.get(names.WRITER) == "true", 120, "the writer")
+        app.wait(
+            lambda: (driver := current_driver(app)) is not None and driver.metadata.labels.get(names.WRITER) == "true",
+            120,
+            "the writer",
+        )
         with scenario.Writer(app.input):
             old = current_driver(app)
             node = old.spec.node_name
