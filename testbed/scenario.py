@@ -421,12 +421,24 @@ class AppHandle:
             log = self.core.read_namespaced_pod_log(operator.metadata.name, OPERATOR_NAMESPACE, tail_lines=80)
             lines.append("\n".join(line for line in log.splitlines() if "urllib3" not in line))
         for pod in self.pods(names.ROLE_DRIVER) + self.pods(names.ROLE_EXECUTOR):
-            lines.append(f"--- {pod.metadata.name}: {pod.status.phase}")
+            ended = [
+                f"{state.reason} exit {state.exit_code}: {(state.message or '').strip()[:300]}"
+                for state in (container.state.terminated for container in pod.status.container_statuses or [])
+                if state is not None
+            ]
+            deleting = f", deleting since {pod.metadata.deletion_timestamp}" if pod.metadata.deletion_timestamp else ""
+            lines.append(f"--- {pod.metadata.name} on {pod.spec.node_name}: {pod.status.phase}{deleting} {ended or ''}")
             try:
                 log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, tail_lines=60)
                 lines.append("\n".join(line for line in log.splitlines() if not line.startswith("\tat ")))
             except client.ApiException as error:
                 lines.append(f"(no log: {error.reason})")
+        try:
+            kept = self.core.read_namespaced_config_map(names.driver_log(self.name), self.namespace).data or {}
+            for key, text in kept.items():
+                lines.append(f"--- the last ended driver's log ({key})\n{text[-4000:]}")
+        except client.ApiException as error:
+            lines.append(f"(no kept driver log: {error.reason})")
         return "\n".join(lines)
 
     def wait(self, check: Callable[[], T | None], timeout: float, what: str) -> T:

@@ -37,7 +37,11 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
     kind_cluster: PodmanKindCluster, headrace: Environment
 ) -> None:
     with committing_app(headrace) as app:
-        app.wait(lambda: current_driver(app).metadata.labels.get(names.WRITER) == "true", 120, "the writer")
+        app.wait(
+            lambda: (driver := current_driver(app)) is not None and driver.metadata.labels.get(names.WRITER) == "true",
+            120,
+            "the writer",
+        )
         with scenario.Writer(app.input):
             old = current_driver(app)
             node = old.spec.node_name
@@ -52,7 +56,7 @@ def test_a_drained_nodes_driver_moves_prewarmed_and_the_budget_holds_the_drain_u
             run = app.status()["run"]
             assert (run["number"], run["attempt"]) == (1, 2), run  # the same checkpoint: moved, not restarted
             moved = {"DriverMoving", "UpgradePrewarmed", "StandbyPromoted"}
-            app.wait(lambda: moved <= event_reasons(app), 60, f"the events {sorted(moved)}")
+            app.wait(lambda: moved <= event_reasons(app), 60, f"the events {sorted(moved)}; the drain said:\n{output}")
             app.wait(app.driver_commits, 120, "a batch by the moved driver")
             pause = longest_pause(app.commit_times_after(began - 10))
             print(f"drain of {node}: {drained:.0f} s; longest pause between batches around the move: {pause:.1f} s")

@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 
 from headrace.api import runtime_contract as contract
-from headrace.core.election import LeaseRecord
+from headrace.core.election import LeaseRecord, StoredLease
 from headrace.runtime import lease
 from headrace.runtime.lease import LeaseApi, LeaseGuard, LeaseTiming
 from headrace.runtime.settings import settings_from_env
@@ -112,6 +112,50 @@ def test_a_holder_that_cannot_renew_within_the_deadline_is_stopped_before_the_le
     assert TIMING.renew_deadline_seconds <= took < TIMING.lease_seconds
     assert "could not be renewed" in lost[0]
     driver.release()
+
+
+class SlowLeases(FakeLeases):
+    """An API server that answers every Lease request after `delay` seconds; a request given less time than that
+    times out as urllib's would (None: the client's default, `LeaseApi`'s max(1 s, retry period))."""
+
+    def __init__(self, record: LeaseRecord | None, delay: float, default_timeout: float) -> None:
+        super().__init__(record)
+        self.delay, self.default_timeout = delay, default_timeout
+
+    def _wait(self, timeout: float | None) -> None:
+        limit = self.default_timeout if timeout is None else timeout
+        time.sleep(min(self.delay, limit))
+        if self.delay > limit:
+            raise TimeoutError("The read operation timed out")
+
+    def get_lease(self, *, timeout: float | None = None) -> StoredLease | None:
+        self._wait(timeout)
+        return super().get_lease(timeout=timeout)
+
+    def replace_lease(self, record: LeaseRecord, resource_version: str, *, timeout: float | None = None) -> str | None:
+        self._wait(timeout)
+        return super().replace_lease(record, resource_version, timeout=timeout)
+
+
+def test_a_holder_keeps_the_lease_through_answers_slower_than_its_retry_period() -> None:
+    """An API server slowed by load (1.3 s an answer, more than the 1 s a request used to be given) still renews: a
+    holder's request may take until the renew deadline, as in client-go; the deadline counts from each renewal's
+    start (the renewTime it writes), so the holder still stops before the Lease could expire."""
+    timing = LeaseTiming(lease_seconds=8, renew_deadline_seconds=4.0, retry_seconds=0.05)
+    fake, lost = SlowLeases(held(None), delay=1.3, default_timeout=1.0), list[str]()
+    driver = LeaseGuard(cast(LeaseApi, fake), ME, timing, lost.append, allowed=True, clock=Clock())
+    fake.delay = 0.0  # taken at once, then every answer is slow
+    driver.start()
+    try:
+        assert until(lambda: driver.held)
+        fake.delay = 1.3
+        writes = fake.writes
+        assert until(lambda: fake.writes >= writes + 3, 10.0)
+        assert lost == [] and driver.held
+        held_timeouts = [timeout for timeout in fake.timeouts[-3:] if timeout is not None]
+        assert held_timeouts and all(1.0 <= timeout <= timing.renew_deadline_seconds for timeout in held_timeouts)
+    finally:
+        driver.release()
 
 
 def test_a_clean_exit_releases_the_lease_for_the_next_driver() -> None:

@@ -42,7 +42,12 @@ from headrace.api.models import (
     Suspending,
     TakingSavepoint,
 )
-from headrace.api.runtime_contract import EXIT_CHECKPOINT_BEHIND, EXIT_RESTORE_INCOMPATIBLE, PHASE_FIRST_BATCH
+from headrace.api.runtime_contract import (
+    EXIT_CHECKPOINT_BEHIND,
+    EXIT_RESTORE_INCOMPATIBLE,
+    PHASE_FIRST_BATCH,
+    TerminationReason,
+)
 from headrace.core import (
     autoscaler,
     deletion,
@@ -79,6 +84,8 @@ DRIVER_REFUSED = "DriverRefused"  # the API server refused an attempt's objects
 UPGRADE_REFUSED = "UpgradeRefused"  # ... checked before the running driver was removed: it keeps running
 DRIVER_START_TIMEOUT = "DriverStartTimeout"
 DRIVER_UNRESPONSIVE = "DriverUnresponsive"
+DELETION_ANSWER: TerminationReason = "Terminated"  # how the runtime ends on the SIGTERM of its pod's deletion
+KILLED_EXIT_CODES = (137, 143)  # SIGKILL, SIGTERM: a container that wrote no reason of its own
 # A driver that stopped answering (frozen, hung) will not act on SIGTERM, and one that still could exits at
 # once on it (the checkpoint is consistent at any point): its pod is deleted with this grace period instead of
 # 30 s, so the kubelet's SIGKILL, which ends even a stopped process, comes 29 s sooner. The kubelet still
@@ -247,7 +254,7 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
     if pod is None:
         message = f"driver pod {run.driverPod} disappeared"
         _failure(builder, spec, None, "DriverLost", message, observation=observation)
-    elif pod.deleting:
+    elif pod.deleting and not _ended_by_itself(pod):
         _failure(
             builder, spec, pod, "DriverDeleted", f"driver pod {pod.name} is being deleted", observation=observation
         )
@@ -266,6 +273,15 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         message = f"driver pod {pod.name} is {pod.phase}{waiting}{pull_hint(pod.waiting)}"
         builder.condition("Ready", "False", DRIVER_PENDING, message)
         builder.requeue(PENDING_POLL_SECONDS)
+
+
+def _ended_by_itself(pod: DriverPod) -> bool:
+    """A pod being deleted whose driver had already failed for a reason of its own (a lost Lease, OOMKilled, the
+    script's error): that reason is the failure, not the deletion (a drain deletes a failed pod at once, and the
+    operator may see the deletion first). The runtime's answer to SIGTERM (`Terminated`) is the deletion's doing."""
+    if pod.phase != "Failed" or pod.reason in (None, DELETION_ANSWER):
+        return False
+    return not (pod.reason == "Error" and pod.exit_code in KILLED_EXIT_CODES)  # killed at the grace period's end
 
 
 # The kubelet's waiting reasons of a container whose image cannot be pulled.

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 HTTP_OK, HTTP_NOT_FOUND, HTTP_CONFLICT = 200, 404, 409
 WATCHDOG_SECONDS = 0.25
 ACQUIRE_POLL_SECONDS = 0.25  # allowed but not holding: read this often, so a release is seen at once
+MIN_REQUEST_SECONDS = 1.0  # the shortest a Lease request is given
 
 
 class LeaseApiError(Exception):
@@ -75,14 +76,16 @@ class LeaseApi:
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )
 
-    def _call(self, method: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    def _call(
+        self, method: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> tuple[int, dict[str, Any]]:
         headers = {"Authorization": f"Bearer {self._token.read_text().strip()}", "Accept": "application/json"}
         data = None if body is None else json.dumps(body).encode()
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.url, data=data, method=method, headers=headers)  # noqa: S310 - https
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=timeout or self.timeout) as response:
                 return int(response.status), json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as error:
             detail = error.read()[:300].decode(errors="replace")
@@ -91,19 +94,21 @@ class LeaseApi:
                 return error.code, {}
             raise LeaseApiError(f"{method} Lease {self.namespace}/{self.name}: HTTP {error.code} {detail}") from None
 
-    def get_lease(self) -> election.StoredLease | None:
-        """The Lease, or None when there is none."""
-        code, body = self._call("GET")
+    def get_lease(self, *, timeout: float | None = None) -> election.StoredLease | None:
+        """The Lease, or None when there is none (`timeout`: this call's, instead of the default)."""
+        code, body = self._call("GET", timeout=timeout)
         if code == HTTP_NOT_FOUND:
             return None
         return election.StoredLease(election.lease_record(body.get("spec") or {}), body["metadata"]["resourceVersion"])
 
-    def replace_lease(self, record: election.LeaseRecord, resource_version: str) -> str | None:
+    def replace_lease(
+        self, record: election.LeaseRecord, resource_version: str, *, timeout: float | None = None
+    ) -> str | None:
         """Write `record` over the version read; the version written, None when the Lease changed since (or is
         gone)."""
         metadata = {"name": self.name, "namespace": self.namespace, "resourceVersion": resource_version}
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata}
-        code, written = self._call("PUT", {**body, "spec": election.lease_spec(record)})
+        code, written = self._call("PUT", {**body, "spec": election.lease_spec(record)}, timeout=timeout)
         version = (written.get("metadata") or {}).get("resourceVersion") if code == HTTP_OK else None
         return str(version) if version else None
 
@@ -180,7 +185,7 @@ class LeaseGuard:
             self._seen, self._seen_at = record, now
         return record
 
-    def _renew_unread(self) -> bool:
+    def _renew_unread(self, timeout: float | None) -> bool:
         """Renew over the version this driver wrote last, without reading the Lease first (client-go's shortcut:
         one request per renewal instead of two); False when that version is unknown or the Lease changed since
         (then it is read and decided again)."""
@@ -191,18 +196,19 @@ class LeaseGuard:
         now = self._clock()
         renewed = election.next_write(record, now, self.identity, now, self.timing.lease_seconds).record
         assert renewed is not None  # RENEW: the record names this driver
-        written = self.api.replace_lease(renewed, version)
+        written = self.api.replace_lease(renewed, version, timeout=timeout)
         if written is None:
             return False
         self._seen, self._seen_at, self._written = renewed, now, (renewed, written)
         return True
 
-    def try_acquire_or_renew(self) -> bool:
-        """Read the Lease; once allowed, take or renew it as `election.next_write` says. True while holding it."""
+    def try_acquire_or_renew(self, timeout: float | None = None) -> bool:
+        """Read the Lease; once allowed, take or renew it as `election.next_write` says. True while holding it.
+        `timeout`: each request's (None: the API's default)."""
         with self._lock:
-            if self._renew_unread():
+            if self._renew_unread(timeout):
                 return True
-            stored = self.api.get_lease()
+            stored = self.api.get_lease(timeout=timeout)
             now = self._clock()
             record = self._observe(stored, now)
             if not self._allowed.is_set():
@@ -213,20 +219,31 @@ class LeaseGuard:
                 return False
             if stored is None:  # the operator creates it with the attempt; the driver may not
                 raise LeaseApiError(f"there is no Lease {self.api.namespace}/{self.api.name} to take")
-            written = self.api.replace_lease(decision.record, stored.resource_version)
+            written = self.api.replace_lease(decision.record, stored.resource_version, timeout=timeout)
             if not written:
                 return False
             self._seen, self._seen_at, self._written = decision.record, now, (decision.record, written)
             return True
 
+    def _request_timeout(self, started: float) -> float | None:
+        """How long a request of this step may take: while holding, until the renew deadline (as client-go's renew
+        context: an API server answering slowly under load still renews; the watchdog stops this driver at the
+        deadline whatever a request is doing); otherwise the API's default."""
+        if not self._held.is_set():
+            return None
+        left = self.timing.renew_deadline_seconds - (started - self._renewed)
+        return max(MIN_REQUEST_SECONDS, left)
+
     def _step(self) -> None:
+        started = time.monotonic()
         try:
-            holding = self.try_acquire_or_renew()
+            holding = self.try_acquire_or_renew(self._request_timeout(started))
         except Exception as error:  # the API unreachable or refusing: a failed try; the watchdog counts the time
             self._report("failing", None, f"reading or writing the Lease {self.api.name} failed: {error}")
             return
         if holding:
-            self._renewed, self._reported = time.monotonic(), None
+            # The renewTime written was read from the clock after `started`: the deadline counts from before it.
+            self._renewed, self._reported = started, None
             if not self._held.is_set():
                 waited = time.monotonic() - (self._waiting_since or self._renewed)
                 log.info("driver Lease %s: held by %s (waited %.2fs)", self.api.name, self.identity, waited)

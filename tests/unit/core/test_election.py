@@ -115,8 +115,10 @@ class FakeLeases:
         self.record, self.version = record, 1
         self.failing = False
         self.reads = self.writes = 0
+        self.timeouts: list[float | None] = []  # each call's timeout (None: the client's default)
 
-    def get_lease(self) -> StoredLease | None:
+    def get_lease(self, *, timeout: float | None = None) -> StoredLease | None:
+        self.timeouts.append(timeout)
         if self.failing:
             raise ConnectionError("API server unreachable")
         self.reads += 1
@@ -128,8 +130,9 @@ class FakeLeases:
         self.record, self.version = record, self.version + 1
         return True
 
-    def replace_lease(self, record: LeaseRecord, resource_version: str) -> str | None:
+    def replace_lease(self, record: LeaseRecord, resource_version: str, *, timeout: float | None = None) -> str | None:
         """The version written (truthy), None on a conflict (the operator's client says True and False)."""
+        self.timeouts.append(timeout)
         if self.failing:
             raise ConnectionError("API server unreachable")
         if resource_version != str(self.version):

@@ -102,6 +102,11 @@ def test_a_created_driver_that_never_starts_still_times_out() -> None:
         (pod(phase="Failed", exit_code=137, reason="OOMKilled"), "OOMKilled"),
         (pod(phase="Failed", reason="Evicted"), "Evicted"),
         (pod(deleting=True), "DriverDeleted"),
+        (pod(deleting=True, phase="Failed", exit_code=1, reason="Terminated"), "DriverDeleted"),  # its SIGTERM
+        (pod(deleting=True, phase="Failed", exit_code=137, reason="Error"), "DriverDeleted"),  # killed after grace
+        # ended for its own reason before a drain deleted the failed pod: that reason, not the deletion
+        (pod(deleting=True, phase="Failed", exit_code=5, reason="LeaseLost", message="lost"), "LeaseLost"),
+        (pod(deleting=True, phase="Failed", exit_code=137, reason="OOMKilled"), "OOMKilled"),
         (None, "DriverLost"),
         (pod(phase="Succeeded", exit_code=0), "DriverExited"),
     ],
