@@ -115,7 +115,11 @@ class NodeNetwork:
     """The pod network: a Linux bridge with the gateway address, a pod subnet, the cluster CIDRs."""
 
     bridge: str = "hr0"
-    pod_cidr: str = "10.244.0.0/24"
+    # Not kind's pod subnet (10.244.0.0/16, `testbed.kind.nodeimage.POD_SUBNET`): with the host's bridge netfilter on,
+    # this node's per-pod MASQUERADE rules (the bridge plugin's ipMasq, matched on the pod's address) also rewrote
+    # the kind nodes' bridged traffic from a kind pod with the same address (the operator, CoreDNS) to the podman
+    # gateway's, which the per-app NetworkPolicy then rejected: the two clusters run side by side in `make test`.
+    pod_cidr: str = "10.240.0.0/24"
     cni_name: str = "headrace-pods"
 
     @property

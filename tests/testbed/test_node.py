@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import io
+import ipaddress
 import json
 import subprocess
 import tarfile
@@ -25,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from testbed import build
 from testbed.controlplane import ControlPlane, create_namespace, delete_namespace
+from testbed.kind import nodeimage
 from testbed.node import (
     NODE_PROGRAMS,
     Node,
@@ -66,7 +68,7 @@ def test_cni_conflist_uses_bridge_subnet_and_private_ipam_dir(tmp_path: Path) ->
     config = json.loads(cni_conflist(NodeNetwork(), tmp_path / "ipam"))
     bridge, portmap = config["plugins"]
     assert (bridge["type"], bridge["bridge"], bridge["ipMasq"], bridge["isGateway"]) == ("bridge", "hr0", True, True)
-    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.0.0/24", "gateway": "10.244.0.1"}]]
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.240.0.0/24", "gateway": "10.240.0.1"}]]
     assert bridge["ipam"]["dataDir"] == str(tmp_path / "ipam")
     assert portmap["type"] == "portmap"
 
@@ -463,3 +465,10 @@ def test_stop_leaves_no_process_mount_device_rule_or_directory(running: RunningN
     assert [veth for veth in veths if link_exists(veth)] == []
     assert running.node.leftovers() == []
     assert not running.workdir.exists()
+
+
+def test_the_pod_network_does_not_overlap_the_kind_clusters() -> None:
+    """`make test` runs this node beside the kind cluster: with the host's bridge netfilter on, this node's per-pod
+    MASQUERADE rules rewrote the kind nodes' bridged traffic from a kind pod that had the address of one of ours."""
+    ours = ipaddress.ip_network(NodeNetwork().pod_cidr)
+    assert not ours.overlaps(ipaddress.ip_network(nodeimage.POD_SUBNET))
