@@ -5,6 +5,7 @@ renew within the deadline, is stopped; a clean exit releases the Lease, a lost o
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 from typing import cast
@@ -154,6 +155,38 @@ def test_a_holder_keeps_the_lease_through_answers_slower_than_its_retry_period()
         assert lost == [] and driver.held
         held_timeouts = [timeout for timeout in fake.timeouts[-3:] if timeout is not None]
         assert held_timeouts and all(1.0 <= timeout <= timing.renew_deadline_seconds for timeout in held_timeouts)
+    finally:
+        driver.release()
+
+
+class HeldUpLeases(FakeLeases):
+    """An API server whose renewals hang until `answer` is set, then succeed (however long that took)."""
+
+    def __init__(self, record: LeaseRecord | None) -> None:
+        super().__init__(record)
+        self.answer = threading.Event()
+        self.answer.set()
+
+    def replace_lease(self, record: LeaseRecord, resource_version: str, *, timeout: float | None = None) -> str | None:
+        self.answer.wait()
+        return super().replace_lease(record, resource_version, timeout=timeout)
+
+
+def test_a_renewal_answered_after_the_deadline_does_not_make_a_lost_holder_hold_again() -> None:
+    """The watchdog stops the holder at the renew deadline while a renewal is still under way; when that renewal's
+    answer comes at last, the holder stays lost and writes nothing more."""
+    fake, lost = HeldUpLeases(held(None)), list[str]()
+    driver = guard(fake, Clock(), lost, allowed=True)
+    driver.start()
+    try:
+        assert until(lambda: driver.held)
+        fake.answer.clear()  # the next renewal hangs
+        assert until(lambda: lost != [], 3 * TIMING.renew_deadline_seconds)
+        writes = fake.writes
+        fake.answer.set()  # ... and succeeds after the holder was stopped
+        time.sleep(5 * TIMING.retry_seconds + 0.5)
+        assert not driver.held and driver.lost is not None
+        assert fake.writes <= writes + 1  # at most the renewal that was under way; nothing after it
     finally:
         driver.release()
 

@@ -241,6 +241,8 @@ class LeaseGuard:
         except Exception as error:  # the API unreachable or refusing: a failed try; the watchdog counts the time
             self._report("failing", None, f"reading or writing the Lease {self.api.name} failed: {error}")
             return
+        if self._lost is not None:
+            return  # lost while this step's request was under way (the watchdog's deadline): never held again
         if holding:
             # The renewTime written was read from the clock after `started`: the deadline counts from before it.
             self._renewed, self._reported = started, None
@@ -266,7 +268,7 @@ class LeaseGuard:
     def _loop(self) -> None:
         if self._allowed.is_set():
             self._waiting_since = time.monotonic()
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self._lost is None:
             self._step()
             waiting = self._allowed.is_set() and not self._held.is_set()
             self._wake.wait(ACQUIRE_POLL_SECONDS if waiting else self.timing.retry_seconds)
