@@ -392,12 +392,21 @@ class AppHandle:
         ]
 
     def first_commit_of_new_driver(self, moment: float, old_driver: str, timeout: float = 900) -> float:
-        """Seconds from `moment` (wall clock) to the first batch committed by a driver other than `old_driver`."""
+        """Seconds from `moment` (wall clock) to the first batch committed by a driver other than `old_driver`.
+        Counted: commits after `moment`, after the new driver's pod started (`driver_commits`), and after the status
+        first named it (less one poll). A promoted warm standby started long before `moment`, so the old driver's
+        commits since then were counted as its own (the node-fault bench's standby runs came out negative); the
+        operator names it only once the old driver is fenced, and it commits seconds after its promotion."""
+        named: list[float] = []
 
         def committed() -> list[float]:
             run = self.status().get("run") or {}
-            current = self.driver_commits() if run.get("driverPod") not in (None, old_driver) else []
-            return [stamp for stamp, _ in modified(current)]
+            if run.get("driverPod") in (None, old_driver):
+                return []
+            if not named:
+                named.append(time.time() - 1.0)  # seen up to one poll after the status was written
+            since = max(moment, named[0])
+            return [stamp for stamp, _ in modified(self.driver_commits()) if stamp > since]
 
         return min(self.wait(committed, timeout, "a batch by the new driver")) - moment
 
