@@ -37,10 +37,15 @@ def terminated_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    handled = {signal.SIGTERM, signal.SIGHUP}
+    previous = {signum: signal.signal(signum, _interrupt) for signum in handled}
+    # A signal mask is inherited through fork and exec: a program started by a thread that blocked these signals
+    # would never see them, and its clean-up would wait for a SIGKILL instead.
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
     try:
         yield
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -135,10 +135,36 @@ def test_a_plain_kill_unwinds_the_clean_up_of_a_program_in_terminated_as_interru
         "    finally:\n"
         f"        Path({str(cleaned)!r}).write_text('yes')\n"
     )
-    program = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert program.stdout is not None
-    assert program.stdout.readline() == "ready\n"
-    program.send_signal(getattr(signal, signum))
-    _, stderr = program.communicate(timeout=30)
+    number = getattr(signal, signum)
+    # Started by a thread that blocks the signal (as some native libraries do): the mask is inherited through exec.
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {number})
+    try:
+        program = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+    try:
+        assert program.stdout is not None
+        assert program.stdout.readline() == "ready\n"
+        program.send_signal(number)
+        try:
+            _, stderr = program.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after {signum}: {_signal_state(program.pid)}")
+    finally:
+        program.kill()
+        program.communicate()
     assert cleaned.read_text() == "yes"
     assert program.returncode != 0 and "KeyboardInterrupt" in stderr
+
+
+def _signal_state(pid: int) -> str:
+    """What a stuck process was doing: its state, its signal masks and where it waits."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        lines = (proc / "status").read_text().splitlines()
+        status = "; ".join(line for line in lines if line.startswith(("State", "Sig", "Shd")))
+        return f"{status}; wchan {(proc / 'wchan').read_text()!r}; threads {len(list((proc / 'task').iterdir()))}"
+    except OSError as error:
+        return f"unreadable ({error})"
