@@ -404,13 +404,16 @@ def push(local: str, destination: str, *, creds: str | None = None, cert_dir: Pa
 
 
 def _loaded(target: str) -> str:
-    """The id of this tree's image of `target` in podman's store, loaded from its archive (which also tags it)
-    when the tag names another image (another worktree's build) or none."""
+    """The id of this tree's image of `target` in podman's store, pulled from its archive when the store lacks it,
+    and tagged again when the tag names another image (another worktree's build) or none."""
     archive = build_image(target)
     wanted = archive_image_id(archive)
     with exclusive(images_cache() / f".{target}.lock"):
+        if _podman_image_id(wanted) is None:
+            # `podman load` refuses an archive that names two tags ("more than one image in oci"): pull one of them.
+            _run(["podman", "pull", "--quiet", f"oci-archive:{archive}:{image_ref(target)}"], quiet=True)
         if _podman_image_id(image_ref(target)) != wanted:
-            _run(["podman", "load", "--quiet", "-i", str(archive)], quiet=True)
+            _run(["podman", "tag", wanted, image_ref(target), image_ref(target, DEV_TAG)], quiet=True)
     return wanted
 
 
