@@ -28,6 +28,7 @@ from headrace.controller import leader
 from headrace.controller.cache import Cache, Verifier
 from headrace.controller.disposal import SavepointDisposer
 from headrace.controller.metrics import OperatorMetrics
+from headrace.controller.nodes import REFRESH_SECONDS, NodeStates
 from headrace.controller.reconciler import Reconciler
 from headrace.controller.status_recorder import StatusRecorder
 from headrace.controller.verify import verify
@@ -52,7 +53,12 @@ def configure_logging(*, verbose: bool) -> None:
     logging.getLogger(KOPF_OBJECT_LOGGER).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
-def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: KubeClient, cache: Cache) -> WorkQueue:
+logger = logging.getLogger(__name__)
+
+
+def build_queue(
+    settings: OperatorSettings, metrics: OperatorMetrics, kube: KubeClient, cache: Cache, nodes: NodeStates
+) -> WorkQueue:
     """The work queue whose workers reconcile apps (every app again at least every resync period)."""
     savepoints = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="savepoint")
     reconciler = Reconciler(
@@ -65,6 +71,7 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: Kube
         operator_namespace=settings.operator_namespace,
         peers=settings.peers(),
         savepoint_runner=savepoints.submit,  # a savepoint call never holds a reconcile worker
+        nodes=nodes,
     )
 
     def process(key: Key) -> float | None:
@@ -79,6 +86,25 @@ def build_queue(settings: OperatorSettings, metrics: OperatorMetrics, kube: Kube
     )
 
 
+def may_watch_nodes(kube: KubeClient) -> bool:
+    """Whether to watch Nodes (a drain or a lost node noticed in about a second): not where the operator may not list
+    them (an admin removed the chart's grant), said once here, so that kopf never retries a forbidden watch; an API
+    server that cannot be asked yet counts as yes."""
+    try:
+        allowed = kube.may_list_nodes()
+    except Exception as error:
+        logger.warning("cannot ask whether the operator may list Nodes (watching them anyway): %s", error)
+        return True
+    if not allowed:
+        logger.warning(
+            "the operator may not list and watch Nodes: drains and lost nodes are noticed when each app is next "
+            "reconciled (its driver's Node read at most every %.0f s), not at once; grant list and watch on nodes "
+            "(the chart's ClusterRole does) and restart the operator to follow them at once",
+            REFRESH_SECONDS,
+        )
+    return allowed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the operator until it is stopped."""
     parser = argparse.ArgumentParser(prog="python -m headrace", description="Run the Headrace operator.")
@@ -90,12 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.metrics_port:  # served before leader election: a standby shows headrace_operator_leader 0
         prometheus_client.start_http_server(settings.metrics_port)
     kube, cache = KubeClient(api_client()), Cache()
-    queue = build_queue(settings, metrics, kube, cache)
+    nodes = NodeStates(kube.read_node)
+    queue = build_queue(settings, metrics, kube, cache, nodes)
     registry = kopf.OperatorRegistry()
     disposing = KubeClient(api_client())
     disposer = SavepointDisposer(disposing, StatusRecorder(disposing, cache, metrics), DriverControl(), _now)
     verifier = Verifier(functools.partial(verify, kube, cache, settings.namespaces), queue.add, settings.resync_seconds)
-    handlers.register(registry, queue, cache, settings.workers, verifier=verifier, dispose=disposer.dispose)
+    watched = nodes.observed if may_watch_nodes(kube) else None
+    handlers.register(
+        registry, queue, cache, settings.workers, verifier=verifier, dispose=disposer.dispose, nodes=watched
+    )
 
     def run() -> bool:
         """Run kopf until it stops; True once no reconcile runs any more."""

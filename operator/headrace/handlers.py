@@ -7,6 +7,10 @@ Every handler is async and only files what it saw and enqueues; the reconciler d
 - an event handler removes deleted objects from the cache and queues the object's app, unless the event
   is only the echo of the operator's own write (the reconciler already asked for what follows it), and
   notices a watch that listed again after a break (the cache is then checked against a fresh list).
+A Node watch (`watch_nodes`, where the operator may list and watch Nodes: `headrace.app` asks first) keeps only
+what `headrace.controller.nodes.NodeStates` needs (no kopf index: a cluster may have thousands of Nodes): each
+event replaces that node's state at once (no GET), and only when its being drained or lost changed are the apps
+with a driver pod on it queued, so a cordon reaches its drivers' apps in about a second, not at their next poll.
 A fourth watch, of our two CRDs, notices a CRD replaced under the running operator (`helm upgrade`): the
 kind's watch may then deliver objects read under the old schema for a while, so apps are read afresh and
 the cache is checked against fresh lists meanwhile (`Cache.schema_changed`, `Verifier.schema_changed`).
@@ -35,12 +39,14 @@ from typing import Any
 import kopf
 
 from headrace.api import models, names
-from headrace.controller.cache import SCHEMA_SETTLE_SECONDS, Cache, Kind, Verifier, on_event
+from headrace.controller.cache import SCHEMA_SETTLE_SECONDS, AppKey, Cache, Kind, Verifier, on_event
 from headrace.controller.workqueue import WorkQueue
 
 logger = logging.getLogger(__name__)
 
 FINALIZER = names.DISPOSE_FINALIZER
+# (Node name, its body or None once deleted) -> whether its being drained or lost changed (`NodeStates.observed`)
+NodeObserved = Callable[[str, dict[str, Any] | None], bool]
 # (StreamingSavepoint body, tries so far, seconds since the first) -> None: done; (seconds, why): try again then
 Dispose = Callable[[dict[str, Any], int, float], tuple[float, str] | None]
 
@@ -53,10 +59,12 @@ def register(
     *,
     verifier: Verifier,
     dispose: Dispose | None = None,
+    nodes: NodeObserved | None = None,
 ) -> None:
     """Register the handlers on `registry`; they start, feed and stop `queue` (run by `workers` workers), feed
-    `cache`, run `verifier` (which checks the cache after a watch relisted, and periodically) and, with
-    `dispose`, delete the files of StreamingSavepoints deleted with disposeOnDelete."""
+    `cache`, run `verifier` (which checks the cache after a watch relisted, and periodically), with `dispose`,
+    delete the files of StreamingSavepoints deleted with disposeOnDelete and, with `nodes` (`NodeStates.observed`),
+    watch Nodes into it."""
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -80,6 +88,8 @@ def register(
     for kind, resource in WATCHED.items():
         _watch(registry, kind, resource, cache=cache, queue=queue, verifier=verifier)
     _watch_crds(registry, cache=cache, verifier=verifier)
+    if nodes is not None:
+        watch_nodes(registry, nodes=nodes, cache=cache, queue=queue)
     if dispose is not None:
         _dispose_on_delete(registry, dispose)
 
@@ -107,7 +117,7 @@ class SavepointsOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
         return super().build(body=body, extra_fields=extra_fields)
 
 
-WITHOUT_CHANGE_HANDLERS = frozenset({models.APP_KIND, "Pod", "CustomResourceDefinition"})
+WITHOUT_CHANGE_HANDLERS = frozenset({models.APP_KIND, "Pod", "Node", "CustomResourceDefinition"})
 
 
 def _dispose_on_delete(registry: kopf.OperatorRegistry, dispose: Dispose) -> None:
@@ -158,6 +168,31 @@ def _watch(
             verifier.relisted()
         if key is not None:
             queue.add(key)
+
+
+NODES = ("", "v1", "nodes")  # core/v1, cluster-scoped (watched cluster-wide whatever namespaces are watched)
+
+
+def watch_nodes(registry: kopf.OperatorRegistry, *, nodes: NodeObserved, cache: Cache, queue: WorkQueue) -> None:
+    """Each Node event updates `nodes` from its body (no GET); a node whose being drained or lost changed (deleted:
+    lost) has the apps with a driver pod on it queued."""
+
+    @kopf.on.event(*NODES, id="node-changed", registry=registry)
+    async def node_changed(event: kopf.RawEvent, **_: Any) -> None:
+        for key in node_event(nodes, cache, dict(event)):
+            queue.add(key)
+
+
+def node_event(nodes: NodeObserved, cache: Cache, event: dict[str, Any]) -> set[AppKey]:
+    """File one Node watch event in `nodes`; the apps to queue (none unless the node's draining or lost changed)."""
+    body: dict[str, Any] = event.get("object") or {}
+    name = str((body.get("metadata") or {}).get("name") or "")
+    if not name or not nodes(name, None if event.get("type") == "DELETED" else body):
+        return set()
+    keys = cache.apps_on_node(name)
+    if keys:
+        logger.info("node %s is now being drained or lost, or no longer: reconciling %d app(s)", name, len(keys))
+    return keys
 
 
 CRD_KINDS: dict[str, Kind] = {

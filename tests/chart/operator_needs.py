@@ -18,7 +18,7 @@ import ast
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from headrace.api import models
 from headrace.render import manifests
@@ -163,8 +163,8 @@ def lease_needs() -> set[Need]:
     return {need for method, needs in methods.items() if method in called for need in needs}
 
 
-def kopf_needs() -> set[Need]:
-    """list and watch of every resource a kopf handler of the operator watches, and kopf's event posting."""
+def _registry() -> Any:
+    """The operator's kopf handlers, every optional one included (the Node watch, the disposal)."""
     import kopf
 
     from headrace import handlers
@@ -174,13 +174,38 @@ def kopf_needs() -> set[Need]:
     registry = kopf.OperatorRegistry()
     queue = WorkQueue(lambda key: None, workers=1)
     verifier = Verifier(set, queue.add, 300)
-    handlers.register(registry, queue, Cache(), 1, verifier=verifier, dispose=lambda body, tries, waited: None)
+    handlers.register(
+        registry,
+        queue,
+        Cache(),
+        1,
+        verifier=verifier,
+        dispose=lambda body, tries, waited: None,
+        nodes=lambda name, body: False,
+    )
+    return registry
+
+
+def kopf_cluster_needs() -> set[Need]:
+    """list and watch of every cluster-scoped resource a kopf handler of the operator watches (Nodes)."""
+    needs: set[Need] = set()
+    for handler in _registry()._watching.get_all_handlers():
+        selector = handler.selector
+        resource = selector.plural or selector.any_name
+        if (selector.group or "", resource) in CLUSTER_SCOPED:
+            needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch"))
+    return needs
+
+
+def kopf_needs() -> set[Need]:
+    """list and watch of every resource a kopf handler of the operator watches, and kopf's event posting."""
+    registry = _registry()
     needs = {Need("", "events", "create")}
     for handler in registry._watching.get_all_handlers():
         selector = handler.selector
         resource = selector.plural or selector.any_name
-        if (selector.group, resource) == CRDS:  # cluster-scoped: CLUSTER_NEEDS_ALWAYS (the CRD-change watch)
-            continue
+        if (selector.group, resource) == CRDS or (selector.group or "", resource) in CLUSTER_SCOPED:
+            continue  # cluster-scoped: CLUSTER_NEEDS_ALWAYS (the CRD-change watch, the Node watch)
         needs.update(Need(selector.group or "", resource, verb) for verb in ("list", "watch"))
     for handler in registry._changing.get_all_handlers():  # kopf patches its finalizer and progress annotations in
         selector = handler.selector
@@ -215,7 +240,9 @@ def namespaced_needs() -> set[Need]:
 
 # kopf observes CRDs always, and namespaces when it watches a list of them (kopf._core.reactor.observation); the
 # operator's own CRD watch (headrace.handlers, a CRD replaced under it) needs the same; and the adapter's calls on
-# cluster-scoped resources (reading a driver's Node: whether it is drained or lost).
+# cluster-scoped resources (reading a driver's Node: whether it is drained or lost), and the Node watch.
 CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
-CLUSTER_NEEDS_ALWAYS = {Need(*CRDS, verb) for verb in ("list", "watch")} | adapter_needs(cluster_scoped=True)
+CLUSTER_NEEDS_ALWAYS = (
+    {Need(*CRDS, verb) for verb in ("list", "watch")} | adapter_needs(cluster_scoped=True) | kopf_cluster_needs()
+)
 CLUSTER_NEEDS_WATCHING_NAMESPACES = {Need("", "namespaces", verb) for verb in ("list", "watch")}

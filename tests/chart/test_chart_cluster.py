@@ -318,33 +318,55 @@ def _assert_never_forbidden(log: str) -> None:
     assert not refused, "\n".join(refused[:20])
 
 
-def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
-    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
-) -> None:
+def _deploys_under(
+    control_plane: ControlPlane, kube_api: ApiClient, manifests: list[dict[str, Any]], watched: str, tmp_path: Path
+) -> str:
+    """Run the real operator under the RBAC of `manifests` (watching `watched`) until it deployed an app; its log."""
     install_crds(kube_api)
-    manifests = render(tmp_path, {"watchNamespaces": watched[:1]}, release=_release(), namespace=namespace)
     (deployment,) = by_kind(manifests, "Deployment")
-    environ = operator_environ(deployment, "operator", namespace)
+    environ = operator_environ(deployment, "operator", deployment["metadata"]["namespace"])
     with InstalledRbac(kube_api, manifests) as rbac:
         kubeconfig = _token_kubeconfig(kube_api, control_plane, rbac, tmp_path / "operator.kubeconfig")
         env = {"HEADRACE_NAMESPACES": environ["HEADRACE_NAMESPACES"], "HEADRACE_WORKERS": "2"}
         operator = OperatorProcess(kubeconfig, tmp_path / "operator", env)
-        custom = client.CustomObjectsApi(kube_api)
-        app_namespace = watched[0]
+        custom, apps = client.CustomObjectsApi(kube_api), (models.GROUP, models.VERSION, watched, models.APP_PLURAL)
         with operator:
-            custom.create_namespaced_custom_object(
-                models.GROUP, models.VERSION, app_namespace, models.APP_PLURAL, _app(app_namespace)
-            )
-            _wait_for(lambda: _driver_pods(kube_api, app_namespace), 60, "the operator to create the driver pod")
-            role = client.RbacAuthorizationV1Api(kube_api).read_namespaced_role(
-                names.service_account("clicks"), app_namespace
-            )
-            assert role.rules
-            app = custom.get_namespaced_custom_object(
-                models.GROUP, models.VERSION, app_namespace, models.APP_PLURAL, "clicks"
-            )
-            assert app["status"]["phase"] == "Deploying"
-        _assert_never_forbidden(operator.log_path.read_text())
+            custom.create_namespaced_custom_object(*apps, _app(watched))
+            _wait_for(lambda: _driver_pods(kube_api, watched), 60, "the operator to create the driver pod")
+            rbac_api = client.RbacAuthorizationV1Api(kube_api)
+            assert rbac_api.read_namespaced_role(names.service_account("clicks"), watched).rules
+            assert custom.get_namespaced_custom_object(*apps, "clicks")["status"]["phase"] == "Deploying"
+    return operator.log_path.read_text()
+
+
+def test_the_real_operator_deploys_an_app_under_the_chart_rbac(
+    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
+) -> None:
+    manifests = render(tmp_path, {"watchNamespaces": watched[:1]}, release=_release(), namespace=namespace)
+    log = _deploys_under(control_plane, kube_api, manifests, watched[0], tmp_path)
+    _assert_never_forbidden(log)
+    assert NO_NODE_WATCH not in log  # it watches Nodes
+
+
+NO_NODE_WATCH = "the operator may not list and watch Nodes"
+
+
+def test_without_list_and_watch_on_nodes_the_operator_polls_them_and_says_so_once(
+    control_plane: ControlPlane, kube_api: ApiClient, namespace: str, watched: list[str], tmp_path: Path
+) -> None:
+    """An admin removed the Node watch's grant: the operator runs as before (a driver's Node read when the app is
+    reconciled), says so once, and never asks kopf to watch what it may not (kopf retries a forbidden list for a
+    minute, logging each try, then gives the watch up with a traceback)."""
+    manifests = render(tmp_path, {"watchNamespaces": watched[:1]}, release=_release(), namespace=namespace)
+    (discovery,) = by_kind(manifests, "ClusterRole")
+    (rule,) = [rule for rule in discovery["rules"] if rule["resources"] == ["nodes"]]
+    rule["verbs"] = ["get"]
+    log = _deploys_under(control_plane, kube_api, manifests, watched[0], tmp_path)
+    assert log.count(NO_NODE_WATCH) == 1, log
+    probe = "/api/v1/nodes?limit=1"  # the operator's one question at start (logged by urllib3 when verbose)
+    lines = [line for line in log.splitlines() if probe not in line]
+    kopf_tried = [line for line in lines if "/api/v1/nodes" in line or "watcher for nodes" in line]
+    assert kopf_tried == [], "\n".join(kopf_tried[:5])  # kopf never listed them: not once, not every few seconds
 
 
 ELECTION_ENV = (

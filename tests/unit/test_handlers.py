@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+import pytest
 
 from headrace import handlers
 from headrace.api import models, names
@@ -79,3 +80,54 @@ def test_the_kinds_without_a_diff_base_have_no_change_handlers() -> None:
         assert resource.kind in handlers.WITHOUT_CHANGE_HANDLERS
         assert not changing.has_handlers(resource=resource), resource
     assert changing.has_handlers(resource=SAVEPOINTS)
+
+
+NODES = kopf.Resource(group="", version="v1", plural="nodes", kind="Node", namespaced=False)
+
+
+def test_nodes_are_watched_only_when_asked_and_never_indexed() -> None:
+    """No kopf index of Nodes (a cluster may have thousands): only what `NodeStates` needs is kept."""
+    assert not _registered()._watching.has_handlers(resource=NODES)
+    registry = kopf.OperatorRegistry()
+    queue = WorkQueue(lambda key: None, workers=1)
+    verifier = Verifier(set, queue.add, 300)
+    handlers.register(registry, queue, Cache(), 1, verifier=verifier, nodes=lambda name, body: False)
+    watching: Any = registry._watching
+    indexing: Any = registry._indexing
+    assert watching.has_handlers(resource=NODES)
+    assert not indexing.has_handlers(resource=NODES)
+    assert "Node" in handlers.WITHOUT_CHANGE_HANDLERS
+
+
+def _driver_on(node: str, app: str) -> dict[str, Any]:
+    labels = {names.APP: app, names.RUN: "1", names.ATTEMPT: "1", names.ROLE: names.ROLE_DRIVER}
+    metadata = {"name": f"{app}-driver", "namespace": "ns", "uid": f"uid-{app}", "resourceVersion": "1"}
+    return {"metadata": {**metadata, "labels": labels}, "spec": {"nodeName": node}}
+
+
+@pytest.mark.parametrize(
+    ("event", "changed", "queued"),
+    [
+        ({"type": "MODIFIED", "object": {"metadata": {"name": "w1"}}}, True, {("ns", "clicks")}),
+        ({"type": "MODIFIED", "object": {"metadata": {"name": "w1"}}}, False, set()),  # a heartbeat
+        ({"type": None, "object": {"metadata": {"name": "w2"}}}, True, set()),  # nobody runs there
+        ({"type": "DELETED", "object": {"metadata": {"name": "w1"}}}, True, {("ns", "clicks")}),
+        ({"type": "MODIFIED", "object": {"metadata": {}}}, True, set()),  # unnamed: ignored
+    ],
+)
+def test_a_node_event_queues_the_apps_on_it_only_when_it_moved(
+    event: dict[str, Any], changed: bool, queued: set[tuple[str, str]]
+) -> None:
+    seen: list[tuple[str, dict[str, Any] | None]] = []
+
+    def observed(name: str, body: dict[str, Any] | None) -> bool:
+        seen.append((name, body))
+        return changed
+
+    cache = Cache()
+    cache.observed("pod", _driver_on("w1", "clicks"))
+    cache.observed("pod", _driver_on("w3", "views"))
+    assert handlers.node_event(observed, cache, event) == queued
+    name = event["object"]["metadata"].get("name")
+    if name:
+        assert seen == [(name, None if event["type"] == "DELETED" else event["object"])]

@@ -25,6 +25,7 @@ from headrace.core.election import release as released_record
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
+HTTP_FORBIDDEN = 403
 LOG_TIMEOUT_SECONDS = 10.0  # reading an ended driver's log tail from its kubelet
 
 
@@ -362,6 +363,16 @@ class KubeClient:
     def read_node(self, name: str) -> dict[str, Any] | None:
         """A Node as stored (whether it is being drained), None when there is none."""
         return _unless(HTTP_NOT_FOUND, lambda: self.core.read_node(name, **RAW))
+
+    def may_list_nodes(self) -> bool:
+        """Whether the operator may list Nodes (a list of one): False when the API server answers 403."""
+        try:
+            release(self.core.list_node(limit=1, **RAW))
+        except ApiException as error:
+            if error.status == HTTP_FORBIDDEN:
+                return False
+            raise
+        return True
 
     # ------------------------------------------------------------------------- other objects --
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:

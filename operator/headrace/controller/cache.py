@@ -164,6 +164,16 @@ def app_key(kind: Kind, body: dict[str, Any]) -> AppKey | None:
     return (namespace, name) if namespace and name else None
 
 
+def apps_on(pods: Iterable[dict[str, Any]], node: str) -> set[AppKey]:
+    """The apps with a driver pod bound to `node` (spec.nodeName), whatever the pod's phase: a drained or lost node
+    matters to a running driver, and to the fence of one being deleted."""
+    return {
+        key
+        for pod in pods
+        if (pod.get("spec") or {}).get("nodeName") == node and (key := app_key("pod", pod)) is not None
+    }
+
+
 class Cache:
     """Thread-safe store of apps, driver pods and StreamingSavepoints (fed by the watches, read by reconciles)."""
 
@@ -192,6 +202,12 @@ class Cache:
         """Every StreamingSavepoint naming the app (spec.appName), trimmed."""
         with self._lock:
             return self._all("savepoint", (namespace, app))
+
+    def apps_on_node(self, node: str) -> set[AppKey]:
+        """The apps with a driver pod on `node` (a scan of the driver pods held: asked only when a node's being
+        drained or lost changed)."""
+        with self._lock:
+            return apps_on(self._objects["pod"].values(), node)
 
     def size(self) -> dict[Kind, int]:
         """How many objects of each kind are held."""

@@ -1,8 +1,10 @@
 """What the nodes the apps' pods run on say: being drained (for `headrace.core.drain`), lost (not Ready, for
 `headrace.core.executors`), or Ready (for `headrace.core.fence.release_dead`).
 
-Owns: reading a Node (one GET) at most every REFRESH_SECONDS per node, whatever number of apps ask about it (but
-for Ready, read afresh each time it is asked, only for the nodes of ended drivers), and
+Owns: what the Node watch delivers (`observed`, from `headrace.handlers`: held at once, no GET, and trusted for
+WATCHED_SECONDS, so a drain or a lost node is noticed within about a second), else reading a Node (one GET) at
+most every REFRESH_SECONDS per node, whatever number of apps ask about it (the fallback where the operator may not
+list and watch Nodes; for Ready, read afresh each time it is asked, only for the nodes of ended drivers), and
 telling from it whether it is being emptied (cordoned, or tainted for removal: `core.drain.draining`), whether it
 is lost (its Ready condition is not True, or it carries the unreachable taint), and whether it is Ready (read and
 not lost). A node that cannot be read (the operator may not read Nodes) counts as neither draining nor lost: the app
@@ -25,6 +27,10 @@ from headrace.core.drain import draining
 
 logger = logging.getLogger(__name__)
 REFRESH_SECONDS = 10.0
+# A watched Node is trusted this long without a GET: its kubelet posts the Node's status at least every 5 minutes
+# (nodeStatusReportFrequency), so a live watch refreshes it well before; a watch that died (its permission revoked
+# while the operator runs) leaves entries that fall back to the GETs after this.
+WATCHED_SECONDS = 600.0
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
@@ -52,6 +58,19 @@ def node_lost(node: dict[str, Any]) -> bool:
     return ready is None or ready.get("status") != "True"
 
 
+def node_state(node: dict[str, Any] | None) -> NodeState:
+    """What a Node object says (None: there is no such Node, so it is lost)."""
+    lost = node is None or node_lost(node)
+    return NodeState(draining=node is not None and node_draining(node), lost=lost, ready=not lost)
+
+
+def moved(before: NodeState | None, after: NodeState) -> bool:
+    """Whether a node's being drained or lost changed (what its drivers must react to; Ready alone is asked afresh
+    anyway). A node not known before counts as having been neither."""
+    previous = before or NodeState()
+    return (previous.draining, previous.lost) != (after.draining, after.lost)
+
+
 class NodeStates:
     """Node name -> what it says, as last read (thread-safe: reconcile workers share it)."""
 
@@ -59,7 +78,7 @@ class NodeStates:
         self, read: Callable[[str], dict[str, Any] | None], clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._read, self._clock = read, clock
-        self._known: dict[str, tuple[float, NodeState]] = {}  # node -> (read at, state)
+        self._known: dict[str, tuple[float, NodeState]] = {}  # node -> (trusted until, state)
         self._lock = threading.Lock()
         self._warned = False
 
@@ -76,11 +95,20 @@ class NodeStates:
         since the last read must not count as Ready: its Ready decides a Lease's release)."""
         return frozenset(node for node in nodes if self.state(node, fresh=True).ready)
 
+    def observed(self, node: str, body: dict[str, Any] | None) -> bool:
+        """A Node as its watch delivered it (None: deleted, so lost), held at once; True when its being drained or
+        lost changed (the apps whose drivers run there are then reconciled now)."""
+        state = node_state(body)
+        with self._lock:
+            known = self._known.get(node)
+            self._hold(node, self._clock() + WATCHED_SECONDS, state)
+        return moved(known[1] if known is not None else None, state)
+
     def state(self, node: str, *, fresh: bool = False) -> NodeState:
         now = self._clock()
         with self._lock:
             known = self._known.get(node)
-        if known is not None and now - known[0] < REFRESH_SECONDS and not fresh:
+        if known is not None and now < known[0] and not fresh:
             return known[1]
         try:
             body = self._read(node)
@@ -92,10 +120,14 @@ class NodeStates:
                 )
             state = NodeState()
         else:
-            lost = body is None or node_lost(body)
-            state = NodeState(draining=body is not None and node_draining(body), lost=lost, ready=not lost)
+            state = node_state(body)
         with self._lock:
-            self._known[node] = (now, state)
-            if len(self._known) > 10_000:  # nodes come and go
-                self._known.pop(next(iter(self._known)))
+            self._hold(node, now + REFRESH_SECONDS, state)
         return state
+
+    def _hold(self, node: str, until: float, state: NodeState) -> None:
+        """Remember `state` until `until` (call with the lock held)."""
+        self._known.pop(node, None)  # re-inserted last: the oldest entry goes first
+        self._known[node] = (until, state)
+        if len(self._known) > 10_000:  # nodes come and go
+            self._known.pop(next(iter(self._known)))

@@ -72,6 +72,7 @@ class Reconciler:
         operator_namespace: str | None = None,
         peers: Peers = NO_PEERS,
         savepoint_runner: Callable[[Callable[[], None]], object] | None = None,
+        nodes: NodeStates | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache  # what the watches saw, and every write's answer (write-through)
@@ -96,7 +97,8 @@ class Reconciler:
             savepoints=self.savepoints,
         )
         self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
-        self._nodes = NodeStates(kube.read_node)  # whether the drivers' nodes are being drained
+        # whether the drivers' nodes are being drained or lost (fed by the Node watch too: `headrace.handlers`)
+        self._nodes = nodes if nodes is not None else NodeStates(kube.read_node)
 
     def _now(self) -> datetime:
         """The clock, as the services see it (a test may replace `clock`)."""

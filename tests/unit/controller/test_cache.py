@@ -219,3 +219,40 @@ def test_after_a_crd_change_the_cache_is_checked_every_few_seconds(monkeypatch: 
 
     asyncio.run(run())
     assert len(checks) >= 4, checks
+
+
+def _on(name: str, node: str | None, *, app: str = "clicks", deleting: bool = False) -> dict[str, Any]:
+    body = pod(name, 1, app=app)
+    if node is not None:
+        body["spec"]["nodeName"] = node
+    if deleting:
+        body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return trim_pod(body)
+
+
+@pytest.mark.parametrize(
+    ("pods", "apps"),
+    [
+        ([], set()),
+        ([_on("a", "w1")], {(NAMESPACE, "clicks")}),
+        ([_on("a", "w2")], set()),  # another node
+        ([_on("a", None)], set()),  # not scheduled yet
+        ([_on("a", "w1", deleting=True)], {(NAMESPACE, "clicks")}),  # its fence waits on that node
+        ([_on("a", "w1"), _on("b", "w1"), _on("c", "w1", app="views")], {(NAMESPACE, "clicks"), (NAMESPACE, "views")}),
+        ([_on("a", "w1"), _on("b", "w2", app="views")], {(NAMESPACE, "clicks")}),
+    ],
+)
+def test_the_apps_on_a_node(pods: list[dict[str, Any]], apps: set[tuple[str, str]]) -> None:
+    assert cache_module.apps_on(pods, "w1") == apps
+
+
+def test_the_cache_finds_the_apps_whose_driver_pods_are_on_a_node() -> None:
+    cache = Cache()
+    for name, node, app in (("a", "w1", "clicks"), ("b", "w2", "views"), ("c", "w1", "orders")):
+        body = pod(name, 1, app=app)
+        body["spec"]["nodeName"] = node
+        cache.observed("pod", body)
+    assert cache.apps_on_node("w1") == {(NAMESPACE, "clicks"), (NAMESPACE, "orders")}
+    cache.deleted("pod", pod("c", 2, app="orders"))
+    assert cache.apps_on_node("w1") == {(NAMESPACE, "clicks")}
+    assert cache.apps_on_node("w3") == set()

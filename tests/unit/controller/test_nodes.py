@@ -1,0 +1,110 @@
+"""What the Node watch changes in `NodeStates`: a watched node is held at once and trusted without a GET, and only a
+change of being drained or lost counts (that is what queues the apps with a driver there)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from headrace.controller.nodes import REFRESH_SECONDS, WATCHED_SECONDS, NodeState, NodeStates, moved, node_state
+
+READY = {"type": "Ready", "status": "True"}
+
+
+def node(*, cordoned: bool = False, ready: str = "True", taints: tuple[str, ...] = ()) -> dict[str, Any]:
+    spec: dict[str, Any] = {"unschedulable": True} if cordoned else {}
+    spec["taints"] = [{"key": key, "effect": "NoSchedule"} for key in taints]
+    return {"metadata": {"name": "w1"}, "spec": spec, "status": {"conditions": [{"type": "Ready", "status": ready}]}}
+
+
+@pytest.mark.parametrize(
+    ("body", "state"),
+    [
+        (node(), NodeState(ready=True)),
+        (node(cordoned=True), NodeState(draining=True, ready=True)),
+        (node(taints=("karpenter.sh/disrupted",)), NodeState(draining=True, ready=True)),
+        (node(ready="Unknown"), NodeState(lost=True)),
+        (node(taints=("node.kubernetes.io/unreachable",)), NodeState(lost=True)),
+        (None, NodeState(lost=True)),  # deleted
+    ],
+)
+def test_what_a_node_says(body: dict[str, Any] | None, state: NodeState) -> None:
+    assert node_state(body) == state
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "changed"),
+    [
+        (None, NodeState(ready=True), False),  # a new node, in service: nobody runs there to tell
+        (None, NodeState(draining=True, ready=True), True),  # first seen cordoned
+        (None, NodeState(lost=True), True),
+        (NodeState(ready=True), NodeState(ready=True), False),  # a heartbeat
+        (NodeState(ready=True), NodeState(draining=True, ready=True), True),  # cordoned
+        (NodeState(draining=True, ready=True), NodeState(ready=True), True),  # uncordoned
+        (NodeState(ready=True), NodeState(lost=True), True),  # NotReady, or deleted
+        (NodeState(lost=True), NodeState(ready=True), True),  # back
+        (NodeState(draining=True, ready=True), NodeState(draining=True, ready=True), False),
+        (NodeState(), NodeState(ready=True), False),  # an unreadable node read at last: Ready alone is no move
+    ],
+)
+def test_which_changes_move_drivers(before: NodeState | None, after: NodeState, changed: bool) -> None:
+    assert moved(before, after) is changed
+
+
+def test_a_watched_node_is_held_at_once_and_read_no_more_while_the_watch_keeps_it() -> None:
+    reads: list[str] = []
+    now = [0.0]
+
+    def read(name: str) -> dict[str, Any] | None:
+        reads.append(name)
+        return node()
+
+    nodes = NodeStates(read, clock=lambda: now[0])
+    assert nodes.observed("w1", node()) is False  # first seen, in service
+    assert nodes.observed("w1", node()) is False  # a status update: nothing to move
+    assert nodes.observed("w1", node(cordoned=True)) is True
+    now[0] = WATCHED_SECONDS - 1  # long past REFRESH_SECONDS: the watch's word still holds
+    assert nodes.draining(["w1"]) == {"w1"}
+    assert reads == []
+    assert nodes.observed("w1", None) is True  # deleted: lost
+    assert nodes.lost(["w1"]) == {"w1"} and nodes.draining(["w1"]) == frozenset()
+    assert reads == []
+
+
+def test_a_watched_node_the_watch_stopped_delivering_is_read_again() -> None:
+    """A watch that died (its permission revoked while running) must not leave a node's state frozen forever."""
+    reads: list[str] = []
+    now = [0.0]
+
+    def read(name: str) -> dict[str, Any] | None:
+        reads.append(name)
+        return node(cordoned=True)
+
+    nodes = NodeStates(read, clock=lambda: now[0])
+    nodes.observed("w1", node())
+    now[0] = WATCHED_SECONDS
+    assert nodes.draining(["w1"]) == {"w1"}
+    assert reads == ["w1"]
+    now[0] += REFRESH_SECONDS - 1  # read: polled again only after REFRESH_SECONDS, as without a watch
+    nodes.draining(["w1"])
+    assert reads == ["w1"]
+
+
+def test_a_change_is_told_against_what_a_read_found_before() -> None:
+    nodes = NodeStates(lambda name: node(cordoned=True), clock=lambda: 0.0)
+    assert nodes.draining(["w1"]) == {"w1"}  # polled before the watch's first event
+    assert nodes.observed("w1", node(cordoned=True)) is False  # the reconcile already saw it
+
+
+def test_ready_is_still_read_afresh_with_a_watch() -> None:
+    reads: list[str] = []
+
+    def read(name: str) -> dict[str, Any] | None:
+        reads.append(name)
+        return node()
+
+    nodes = NodeStates(read, clock=lambda: 0.0)
+    nodes.observed("w1", node())
+    assert nodes.ready(["w1"]) == {"w1"}
+    assert reads == ["w1"]
