@@ -2,7 +2,8 @@
 
 Owns: listing, reading, writing, copying, renaming and deleting files by Hadoop URI (local paths,
 PVCs, HDFS, s3a, gs, abfs) through the Py4J gateway of the running SparkContext; copies within one
-S3A bucket run server-side (S3 CopyObject through S3A's own client, in parallel), no bytes through the driver;
+S3A bucket run server-side (S3 CopyObject through S3A's own client, in parallel), no bytes through the driver, and
+so do copies between gs:// paths (batched copy requests through the Cloud Storage connector's own client);
 copies between local paths (a PVC) are hard links where the volume allows, else native copies.
 Never: decides which files matter (see ``checkpoint_files``) or keeps state beyond the gateway.
 """
@@ -19,6 +20,8 @@ from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untype
 
 # Parallel CopyObject requests for a copy within one S3 bucket (each is one round trip, no data through us).
 SERVER_SIDE_COPY_THREADS = 16
+# Objects per call of the Cloud Storage connector's copy (it sends them as batch requests of its own size).
+GCS_COPY_CHUNK = 500
 
 
 class MissingFileError(FileNotFoundError):
@@ -50,7 +53,7 @@ class HadoopFileSystem:
         self._jvm = jvm
         self._conf = hadoop_conf
         self._gateway = gateway
-        self.server_side_copies = 0  # files copied by the object store itself (CopyObject)
+        self.server_side_copies = 0  # files copied by the object store itself (S3 CopyObject, GCS copy/rewrite)
 
     @classmethod
     def of_session(cls, spark: Any) -> HadoopFileSystem:
@@ -170,6 +173,9 @@ class HadoopFileSystem:
             copied = self._server_side_copy(same_bucket, source_root, target_root, relative_paths)
             if copied is not None:
                 return copied
+        on_gcs = self._gcs_copy(source_root, target_root, relative_paths)
+        if on_gcs is not None:
+            return on_gcs
         by_directory: dict[str, list[str]] = {}
         for relative in relative_paths:
             directory, _, name = relative.rpartition("/")
@@ -257,6 +263,47 @@ class HadoopFileSystem:
             outcomes = list(pool.map(copy_one, relative_paths))
         self.server_side_copies += sum(1 for outcome in outcomes if outcome is None)
         return sorted(outcome for outcome in outcomes if outcome is not None)
+
+    def _gcs_copy(self, source_root: str, target_root: str, relative_paths: list[str]) -> list[str] | None:
+        """Copy between gs:// paths with the connector's own client (the store copies, in batches); the missing
+        paths, or None when either side is not on Cloud Storage or the client is not reachable (then the caller
+        copies through Hadoop)."""
+        source, target = self._path(source_root), self._path(target_root)
+        if {str(source.toUri().getScheme()), str(target.toUri().getScheme())} != {"gs"}:
+            return None
+        try:
+            gcs = self._fs(source).getGcsFs().getGcs()
+        except Py4JError:
+            return None
+        buckets = str(source.toUri().getHost()), str(target.toUri().getHost())
+        prefixes = [str(path.toUri().getPath()).strip("/") for path in (source, target)]
+
+        def names(prefix: str, chunk: list[str]) -> Any:
+            listed = self._jvm.java.util.ArrayList()
+            for relative in chunk:
+                listed.add(f"{prefix}/{relative}" if prefix else relative)
+            return listed
+
+        def copy(chunk: list[str]) -> None:
+            gcs.copy(buckets[0], names(prefixes[0], chunk), buckets[1], names(prefixes[1], chunk))
+
+        missing: list[str] = []
+        for start in range(0, len(relative_paths), GCS_COPY_CHUNK):
+            chunk = relative_paths[start : start + GCS_COPY_CHUNK]
+            try:
+                copy(chunk)
+            except Py4JJavaError as error:
+                if not _is_missing(error):
+                    raise
+                for relative in chunk:  # one of them is gone: find which, one by one
+                    try:
+                        copy([relative])
+                    except Py4JJavaError as single:
+                        if not _is_missing(single):
+                            raise
+                        missing.append(relative)
+        self.server_side_copies += len(relative_paths) - len(missing)
+        return sorted(missing)
 
     def rename(self, source: str, target: str) -> bool:
         source_path, target_path = self._path(source), self._path(target)
