@@ -300,6 +300,7 @@ def build_image(target: str) -> Path:
     with exclusive(images_cache() / f".{target}.lock"):
         archive = archive_path(target, root)
         if archive.exists():
+            os.utime(archive)  # in use: a concurrent session's build removes only archives untouched for a while
             return archive
         ensure_base_image()
         _run(podman_build_command(target, root, ca_bundle(os.environ)))
@@ -349,7 +350,8 @@ def _copy_archive_with_references(source: Path, destination: Path, references: l
 def _remove_stale_archives(target: str, keep: Path, now: float) -> None:
     """Archives of older trees are rarely used again: remove those untouched for a while.
 
-    The grace period lets a concurrent session finish importing the archive it was handed.
+    The grace period lets a concurrent session finish importing the archive it was handed (`build_image` touches
+    an archive each time it hands it out, so one built long ago but in use now is kept).
     """
     ours = re.compile(rf"^{re.escape(target)}-[^-]+-[0-9a-f]{{16}}\.oci\.tar$")
     for stale in keep.parent.glob(f"{target}-*.oci.tar"):

@@ -217,7 +217,9 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         command = [str(self.kind_path), "load", "image-archive", "--name", self.name, str(archive)]
         if nodes:
             command += ["--nodes", ",".join(nodes)]
-        subprocess.run(command, env=environment(self.name), check=True, capture_output=True)
+        loaded = subprocess.run(command, check=False, env=environment(self.name), capture_output=True, text=True)
+        if loaded.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed ({loaded.returncode}): {loaded.stderr[-2000:]}")
 
     def delete(self) -> None:
         """``kind delete cluster``, then the cluster's podman network."""

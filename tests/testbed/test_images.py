@@ -464,3 +464,24 @@ def test_spark_image_executor_serves_a_real_driver(containerd: Containerd, spark
         for process in (executor, driver, master):
             if process is not None:
                 _stop(process)
+
+
+def test_an_archive_handed_out_is_kept_by_a_concurrent_sessions_clean_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An archive built long ago but handed out again is in use: a build of another tree then removes only the
+    archives nobody took for a while (a concurrent build removed one between its hand-out and its import)."""
+    old, other = (
+        tmp_path / "operator-0.1.0-0123456789abcdef.oci.tar",
+        tmp_path / "operator-0.1.0-fedcba9876543210.oci.tar",
+    )
+    for archive in (old, other):
+        archive.write_bytes(b"archive")
+        os.utime(archive, (time.time() - 2 * images.STALE_ARCHIVE_SECONDS,) * 2)
+    monkeypatch.setattr(images, "images_cache", lambda: tmp_path)
+    monkeypatch.setattr(images, "archive_path", lambda target, root: old)
+    assert images.build_image("operator") == old
+    images._remove_stale_archives(
+        "operator", keep=tmp_path / "operator-0.1.0-00000000000000ff.oci.tar", now=time.time()
+    )
+    assert old.exists() and not other.exists()
