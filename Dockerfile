@@ -2,12 +2,14 @@ ARG BASE=docker.io/library/debian:bookworm-slim
 # Headrace's images, from one file:
 #   --target operator : the kopf operator (Python 3.11, no JVM), runs `python -m headrace`
 #   --target spark    : the Spark application base image (JRE 17, pyspark 4.3.0, the Kafka connector,
-#                       hadoop-aws with the AWS SDK v2 modules for s3a://, headrace[runtime]);
+#                       hadoop-aws with the AWS SDK v2 modules for s3a://, Google's Cloud Storage
+#                       connector for gs://, headrace[runtime]);
 #                       the driver runs `python -m headrace.runtime <script> <args>`,
 #                       executors run `executor` (see docker/spark-entrypoint.sh). Users extend it
 #                       with their job under /opt/headrace/apps/.
 # Everything is pinned: Python packages by uv.lock (with hashes), the connector by
-# docker/kafka-connector/pom.xml, S3A by docker/s3a/pom.xml and docker/s3a/jars.sha256, build
+# docker/kafka-connector/pom.xml, S3A by docker/s3a/pom.xml and docker/s3a/jars.sha256, the GCS
+# connector by docker/gcs/pom.xml and docker/gcs/jars.sha256, build
 # tools by docker/build-requirements.txt and docker/build-backends.txt, Debian packages by
 # release (bookworm).
 # Heavy layers come first, the repository's sources last, so a source change rebuilds little.
@@ -84,6 +86,13 @@ RUN --mount=type=cache,target=/root/.m2 \
     mvn -B -ntp --strict-checksums -f /build-s3a/pom.xml dependency:copy-dependencies \
       -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/s3a-jars
 
+# --- Google's Cloud Storage connector, one shaded jar (gs:// state), from Maven Central ----------------
+FROM kafka-jars AS gcs-jars
+COPY docker/gcs/pom.xml /build-gcs/pom.xml
+RUN --mount=type=cache,target=/root/.m2 \
+    mvn -B -ntp --strict-checksums -f /build-gcs/pom.xml dependency:copy-dependencies \
+      -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/gcs-jars
+
 # --- JRE 17 and pyspark with the runtime dependencies --------------------------------------------
 FROM python AS spark-dependencies
 ARG DEBIAN_FRONTEND=noninteractive
@@ -113,6 +122,14 @@ RUN bash /tmp/select-connector-jars.sh /tmp/s3a-jars \
  && cd /tmp/s3a-selected && sha256sum --check --strict --quiet /tmp/s3a-jars.sha256 \
  && [ "$(ls | sort)" = "$(awk '{print $2}' /tmp/s3a-jars.sha256 | sort)" ] \
  && mv /tmp/s3a-selected/*.jar /connector-jars/
+COPY --from=gcs-jars /gcs-jars /tmp/gcs-jars
+COPY docker/gcs/jars.sha256 /tmp/gcs-jars.sha256
+# The same for the GCS connector: exactly the pinned shaded jar.
+RUN bash /tmp/select-connector-jars.sh /tmp/gcs-jars \
+      /opt/venv/lib/python3.11/site-packages/pyspark/jars /tmp/gcs-selected \
+ && cd /tmp/gcs-selected && sha256sum --check --strict --quiet /tmp/gcs-jars.sha256 \
+ && [ "$(ls | sort)" = "$(awk '{print $2}' /tmp/gcs-jars.sha256 | sort)" ] \
+ && mv /tmp/gcs-selected/*.jar /connector-jars/
 
 # --- Hadoop's local file system setting permissions without forking chmod (docker/local-fs) ---------
 # Compiled against the Hadoop of the pyspark above; the JDK stays in this stage.
@@ -152,7 +169,7 @@ COPY --from=headrace /staging/ /opt/venv/
 COPY --chmod=0755 docker/train-cds.sh /opt/headrace/bin/train-cds
 RUN /opt/headrace/bin/train-cds
 LABEL org.opencontainers.image.title="headrace-spark" \
-      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, S3A, headrace runtime" \
+      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, S3A, GCS connector, headrace runtime" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /opt/headrace
 USER 185

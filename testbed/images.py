@@ -244,8 +244,31 @@ def _run(command: list[str], *, quiet: bool = False) -> None:
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL if quiet else None)
 
 
-def _podman_has_image(reference: str) -> bool:
-    return subprocess.run(["podman", "image", "exists", reference], check=False).returncode == 0
+def _podman_image_id(reference: str) -> str | None:
+    """The id of the image `reference` names in podman's store (None: no such image)."""
+    found = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", reference], check=False, capture_output=True, text=True
+    )
+    return (found.stdout.strip() or None) if found.returncode == 0 else None
+
+
+def archive_image_id(archive: Path) -> str:
+    """The id of the image in an OCI archive `_save_archive` wrote: the digest of its config, as podman names it."""
+    with tarfile.open(archive) as reader:
+        members = {member.name.removeprefix("./"): member for member in reader}
+
+        def read(name: str) -> Any:
+            content = reader.extractfile(members[name])
+            if content is None:
+                raise RuntimeError(f"{archive} has no file {name}")
+            return json.load(content)
+
+        def blob(digest: str) -> Any:
+            algorithm, _, value = digest.partition(":")
+            return read(f"blobs/{algorithm}/{value}")
+
+        manifest = blob(read("index.json")["manifests"][0]["digest"])
+        return str(manifest["config"]["digest"]).partition(":")[2]
 
 
 def slim_rootfs(rootfs: Path) -> None:
@@ -282,7 +305,7 @@ def ensure_base_image() -> str:
     """Make ``localhost/debian-base:bookworm`` exist in podman's store (debootstrap only the first time)."""
     images_cache().mkdir(parents=True, exist_ok=True)
     with exclusive(images_cache() / ".base.lock"):
-        if not _podman_has_image(BASE_IMAGE):
+        if _podman_image_id(BASE_IMAGE) is None:
             tarball = _base_rootfs_tarball()
             _run(["podman", "import", "--change", 'CMD ["bash"]', str(tarball), BASE_IMAGE])
     return BASE_IMAGE
@@ -368,10 +391,12 @@ def build_all() -> dict[str, Path]:
 def push_image(target: str, destination: str, *, creds: str | None = None, cert_dir: Path | None = None) -> str:
     """Build (or reuse) a target's image and push it to `destination` (a full reference); return it.
 
-    The image is loaded from its cached archive when podman's store no longer has it. Layers a registry
-    already holds are not uploaded again (podman asks first), so pushing an unchanged tree is quick.
+    The image is this tree's (its archive's), pushed by id: podman's store is shared by every worktree on the
+    machine, whose builds all tag ``localhost/headrace/<target>:<version>``, so the tag may name another tree's
+    image by the time of the push. Layers a registry already holds are not uploaded again (podman asks first),
+    so pushing an unchanged tree is quick.
     """
-    return push(in_podman(target), destination, creds=creds, cert_dir=cert_dir)
+    return push(_loaded(target), destination, creds=creds, cert_dir=cert_dir)
 
 
 def push(local: str, destination: str, *, creds: str | None = None, cert_dir: Path | None = None) -> str:
@@ -380,12 +405,24 @@ def push(local: str, destination: str, *, creds: str | None = None, cert_dir: Pa
     return destination
 
 
-def in_podman(target: str) -> str:
-    """A target's image in podman's store (built, or loaded from its cached archive, when missing); its name."""
+def _loaded(target: str) -> str:
+    """The id of this tree's image of `target` in podman's store, pulled from its archive when the store lacks it,
+    and tagged again when the tag names another image (another worktree's build) or none."""
     archive = build_image(target)
+    wanted = archive_image_id(archive)
     with exclusive(images_cache() / f".{target}.lock"):
-        if not _podman_has_image(image_ref(target)):
-            _run(["podman", "load", "--quiet", "-i", str(archive)], quiet=True)
+        if _podman_image_id(wanted) is None:
+            # `podman load` refuses an archive that names two tags ("more than one image in oci"): pull one of them.
+            _run(["podman", "pull", "--quiet", f"oci-archive:{archive}:{image_ref(target)}"], quiet=True)
+        if _podman_image_id(image_ref(target)) != wanted:
+            _run(["podman", "tag", wanted, image_ref(target), image_ref(target, DEV_TAG)], quiet=True)
+    return wanted
+
+
+def in_podman(target: str) -> str:
+    """A target's image of this tree in podman's store (built, or loaded from its cached archive, when missing or
+    when the tag names another tree's image); its name."""
+    _loaded(target)
     return image_ref(target)
 
 

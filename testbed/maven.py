@@ -180,3 +180,15 @@ def resolve_pom(pom: Path, exclude_provided_by_spark: bool) -> list[Path]:
     paths = [a.path for a in artifacts]
     manifest.write_text(json.dumps([str(p) for p in paths], indent=1))
     return paths
+
+
+def pinned_jars(pom: Path, checksums: Path) -> list[Path]:
+    """`resolve_pom(pom)` without the jars PySpark ships, each checked against `checksums` (``sha256  name`` lines,
+    as the image build checks them): any other jar, a missing one or a changed one raises."""
+    jars = resolve_pom(pom, exclude_provided_by_spark=True)
+    pinned = dict(line.split()[::-1] for line in checksums.read_text().splitlines() if line.strip())
+    actual = {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in jars}
+    if actual != pinned:
+        changed = sorted(set(actual.items()) ^ set(pinned.items()))
+        raise RuntimeError(f"the jars of {pom} differ from {checksums.name}: {changed[:6]}")
+    return jars

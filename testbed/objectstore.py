@@ -60,13 +60,7 @@ S3A_CHECKSUMS = REPOSITORY / "docker" / "s3a" / "jars.sha256"
 def s3a_jars() -> list[Path]:
     """hadoop-aws and the AWS SDK modules the Spark image ships (docker/s3a/pom.xml), for local-mode Spark's
     ``spark.jars``; each checked against docker/s3a/jars.sha256 as the image build checks them."""
-    jars = maven.resolve_pom(S3A_POM, exclude_provided_by_spark=True)
-    pinned = dict(line.split()[::-1] for line in S3A_CHECKSUMS.read_text().splitlines() if line.strip())
-    actual = {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in jars}
-    if actual != pinned:
-        changed = sorted(set(actual.items()) ^ set(pinned.items()))
-        raise RuntimeError(f"the S3A jars differ from {S3A_CHECKSUMS.name}: {changed[:6]}")
-    return jars
+    return maven.pinned_jars(S3A_POM, S3A_CHECKSUMS)
 
 
 def binary_path() -> Path:

@@ -16,7 +16,7 @@ import pytest
 from testbed import objectstore
 
 pytestmark = pytest.mark.spark
-JOB = Path(__file__).parent / "jobs" / "s3a_state.py"
+JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
 
 
 def test_checkpoint_on_s3_survives_a_restart_and_copies(tmp_path: Path) -> None:

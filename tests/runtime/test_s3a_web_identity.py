@@ -19,7 +19,7 @@ from testbed import objectstore, sts
 from tests.unit.builders import spec
 
 pytestmark = pytest.mark.spark
-JOB = Path(__file__).parent / "jobs" / "s3a_state.py"
+JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
 AUDIENCE = "sts.headrace.test"
 SUBJECT = "system:serviceaccount:analytics:clicks-spark"
 

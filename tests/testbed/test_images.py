@@ -8,6 +8,7 @@ failure), import the archives and run containers with ``ctr run --rm``.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -92,6 +93,23 @@ def test_index_names_the_manifest_once_per_reference() -> None:
     assert [m["annotations"][images._REF_NAME] for m in named["manifests"]] == ["r:1", "r:dev"]
     assert all(m["digest"] == "sha256:1" and m["annotations"]["x"] == "y" for m in named["manifests"])
     assert "org.opencontainers.image.ref.name" not in index["manifests"][0]["annotations"]
+
+
+def test_an_archives_image_id_is_its_config_digest(tmp_path: Path) -> None:
+    """What a push compares with podman's store: the tag may name another worktree's build by then."""
+    files = {
+        "./oci-layout": b'{"imageLayoutVersion": "1.0.0"}',
+        "./index.json": json.dumps({"manifests": [{"digest": "sha256:aa11"}, {"digest": "sha256:aa11"}]}).encode(),
+        "blobs/sha256/aa11": json.dumps({"config": {"digest": "sha256:c0ffee"}, "layers": []}).encode(),
+        "blobs/sha256/c0ffee": b"{}",
+    }
+    archive = tmp_path / "image.oci.tar"
+    with tarfile.open(archive, "w") as writer:
+        for name, data in files.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            writer.addfile(member, io.BytesIO(data))
+    assert images.archive_image_id(archive) == "c0ffee"
 
 
 def test_dockerignore_admits_exactly_the_hashed_inputs() -> None:

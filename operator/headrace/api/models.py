@@ -281,6 +281,62 @@ class S3Spec(Model):
         return "webIdentity" if self.webIdentity is not None else None
 
 
+class GcsKeySecret(Model):
+    """A Secret in the app's namespace holding a Google Cloud service account's JSON key. The operator mounts that
+    one key as a read-only file in the driver and executor containers and points the Cloud Storage connector at the
+    file; the key never enters a ConfigMap, Spark setting, environment variable or status."""
+
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the Secret.")]
+    key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, description="Key of the JSON key file in the Secret.")] = (
+        "key.json"
+    )
+
+
+GcsCredentialsMode = Literal["serviceAccountKeySecret", "default", "unauthenticatedEmulator"]
+
+
+class GcsSpec(Model):
+    """Google Cloud Storage behind gs:// checkpoint and savepoint URIs, through Google's Cloud Storage connector for
+    Hadoop (in the Spark image)."""
+
+    endpoint: Annotated[
+        str | None,
+        Field(
+            pattern=r"^https?://[^\s/]+(/[^\s]*)?$",
+            max_length=2048,
+            description="Storage root URL (the connector's fs.gs.storage.root.url), for a private endpoint or an "
+            "emulator, e.g. http://gcs.gcs.svc:4443/ (http:// turns TLS off). Unset: https://storage.googleapis.com/.",
+        ),
+    ] = None
+    projectId: Annotated[
+        str | None,
+        Field(
+            pattern=r"^([a-z0-9][-a-z0-9.]{0,61}[a-z0-9]:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$",
+            description="Google Cloud project (fs.gs.project.id), needed only to list or create buckets.",
+        ),
+    ] = None
+    credentialsMode: Annotated[
+        GcsCredentialsMode | None,
+        Field(
+            description="How driver and executors get credentials for this store. serviceAccountKeySecret: the "
+            "service account JSON key of `serviceAccountKeySecret`, mounted as a file. default: Application Default "
+            "Credentials (GOOGLE_APPLICATION_CREDENTIALS, else the metadata server: GKE Workload Identity, the node's "
+            "service account). unauthenticatedEmulator: no credentials at all, for a local emulator only (needs "
+            "`endpoint`). Unset: serviceAccountKeySecret when that block is set, otherwise default."
+        ),
+    ] = None
+    serviceAccountKeySecret: Annotated[
+        GcsKeySecret | None,
+        Field(description="Secret with the service account JSON key (credentialsMode serviceAccountKeySecret)."),
+    ] = None
+
+    def credentials(self) -> GcsCredentialsMode:
+        """credentialsMode, or what the blocks set imply when it is unset."""
+        if self.credentialsMode is not None:
+            return self.credentialsMode
+        return "serviceAccountKeySecret" if self.serviceAccountKeySecret is not None else "default"
+
+
 class StateSpec(Model):
     """Where checkpoints and savepoints live and how state is stored."""
 
@@ -288,7 +344,8 @@ class StateSpec(Model):
         str,
         Field(
             pattern=URI_PATTERN,
-            description="Root of the checkpoints (any Hadoop URI: s3a:// with spec.state.s3, hdfs://, "
+            description="Root of the checkpoints (any Hadoop URI: s3a:// with spec.state.s3, gs:// with "
+            "spec.state.gcs, hdfs://, "
             "file:///mnt/state on a persistent volume). Each run gets <checkpointDir>/<namespace>/<app>/<run>.",
         ),
     ]
@@ -315,6 +372,13 @@ class StateSpec(Model):
     s3: Annotated[
         S3Spec | None,
         Field(description="Object store settings and credentials for s3a:// checkpointDir and savepointDir."),
+    ] = None
+    gcs: Annotated[
+        GcsSpec | None,
+        Field(
+            description="Google Cloud Storage settings and credentials for gs:// checkpointDir and savepointDir. "
+            "Unset with a gs:// URI: Application Default Credentials (as credentialsMode default)."
+        ),
     ] = None
     allowNodeLocal: Annotated[
         bool,

@@ -61,6 +61,10 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.hadoop.fs.s3a.path.style.access": "spec.state.s3.pathStyleAccess",
     "spark.hadoop.fs.s3a.connection.ssl.enabled": "spec.state.s3.endpoint (https:// or http://)",
     "spark.hadoop.fs.s3a.aws.credentials.provider": "spec.state.s3.credentialsMode",
+    "spark.hadoop.fs.gs.storage.root.url": "spec.state.gcs.endpoint",
+    "spark.hadoop.fs.gs.project.id": "spec.state.gcs.projectId",
+    "spark.hadoop.fs.gs.auth.type": "spec.state.gcs.credentialsMode",
+    "spark.hadoop.fs.gs.auth.service.account.json.keyfile": "spec.state.gcs.serviceAccountKeySecret",
     "spark.executor.memoryOverhead": "spec.executor.memoryOverhead",
     "spark.driver.memoryOverhead": "spec.driver.memoryOverhead (the driver pod's memory is the operator's)",
     "spark.kubernetes.container.image.pullSecrets": "spec.imagePullSecrets",
@@ -118,8 +122,16 @@ USER_OVERRIDABLE_SPARK_CONF = frozenset(
         "spark.scheduler.minRegisteredResourcesRatio",  # the runtime's cold-start default
         "spark.hadoop.fs.file.impl",  # the runtime's java.nio local file system, when the image has it
         "spark.hadoop.fs.AbstractFileSystem.file.impl",
-        "spark.sql.streaming.checkpointFileManagerClass",  # the checkpoint defaults for state on S3
+        "spark.sql.streaming.checkpointFileManagerClass",  # the checkpoint defaults for state on S3 and GCS
         "spark.hadoop.fs.s3a.performance.flags",
+        "spark.hadoop.fs.gs.impl",  # the Cloud Storage connector's file systems, for state on gs://
+        "spark.hadoop.fs.AbstractFileSystem.gs.impl",
+        "spark.hadoop.fs.gs.block.size",  # and sizes in bytes (render/manifests.py, GCS_SIZES)
+        "spark.hadoop.fs.gs.rewrite.max.chunk.size",
+        "spark.hadoop.fs.gs.outputstream.buffer.size",
+        "spark.hadoop.fs.gs.inputstream.inplace.seek.limit",
+        "spark.hadoop.fs.gs.inputstream.min.range.request.size",
+        "spark.hadoop.fs.gs.operation.move.enable",  # off for an emulator (credentialsMode unauthenticatedEmulator)
     }
 )
 # Environment variables the operator sets on its containers; a user's env may not set them.
@@ -504,8 +516,8 @@ def _state_location_problem(spec: StreamingAppSpec, field: str, uri: str, what: 
             Problem(
                 where,
                 f"{uri} is not on a volume: {what} would die with the pod; use object storage (s3a:// with "
-                "spec.state.s3) or mount a persistent volume (spec.volumes and spec.volumeMounts) at a parent "
-                "of this path",
+                "spec.state.s3, gs:// with spec.state.gcs) or mount a persistent volume (spec.volumes and "
+                "spec.volumeMounts) at a parent of this path",
             )
         ]
     kind = volume_type(volume)
@@ -514,7 +526,8 @@ def _state_location_problem(spec: StreamingAppSpec, field: str, uri: str, what: 
             Problem(
                 where,
                 f"{uri} is on a {kind} volume, which stays on one node: a driver rescheduled elsewhere would not "
-                f"find its {what}; use object storage (s3a:// with spec.state.s3) or a persistentVolumeClaim, "
+                f"find its {what}; use object storage (s3a:// with spec.state.s3, gs:// with spec.state.gcs) or a "
+                "persistentVolumeClaim, "
                 "or set spec.state.allowNodeLocal: true on a single-node cluster",
             )
         ]
@@ -563,6 +576,66 @@ def _s3_problems(spec: StreamingAppSpec) -> list[Problem]:
         for index, variable in enumerate(spec.driver.env)
         if variable.model_extra and variable.model_extra.get("name") in owned
     ]
+    return problems
+
+
+def _on_scheme(spec: StreamingAppSpec, scheme: str) -> bool:
+    """Whether checkpointDir or savepointDir is a `scheme`:// URI."""
+    return any(
+        uri and uri.lower().startswith(f"{scheme}://") for uri in (spec.state.checkpointDir, spec.state.savepointDir)
+    )
+
+
+def _gcs_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """spec.state.gcs serves a gs:// state URI, its credentials mode agrees with the block it uses, the emulator mode
+    names its emulator, and spec.state.s3 next to it serves an s3a:// one."""
+    gcs = spec.state.gcs
+    if gcs is None:
+        return []
+    where = "spec.state.gcs"
+    problems = []
+    if not _on_scheme(spec, "gs"):
+        problems.append(
+            Problem(
+                where,
+                "neither spec.state.checkpointDir nor spec.state.savepointDir is on gs://, so nothing uses it; "
+                "remove spec.state.gcs or put the state on gs://<bucket>/<path>",
+            )
+        )
+    if spec.state.s3 is not None and not _on_scheme(spec, "s3a"):
+        problems.append(
+            Problem(
+                "spec.state.s3",
+                "both spec.state.s3 and spec.state.gcs are set, but neither spec.state.checkpointDir nor "
+                "spec.state.savepointDir is on s3a://; remove spec.state.s3 or put a state URI on s3a://",
+            )
+        )
+    mode = gcs.credentials()
+    if mode == "serviceAccountKeySecret" and gcs.serviceAccountKeySecret is None:
+        problems.append(
+            Problem(
+                f"{where}.serviceAccountKeySecret",
+                "credentialsMode serviceAccountKeySecret needs serviceAccountKeySecret.name (a Secret with the "
+                "service account's JSON key); set it",
+            )
+        )
+    if gcs.serviceAccountKeySecret is not None and mode != "serviceAccountKeySecret":
+        problems.append(
+            Problem(
+                f"{where}.serviceAccountKeySecret",
+                f"credentialsMode {mode} does not use serviceAccountKeySecret; remove it or set credentialsMode "
+                "serviceAccountKeySecret",
+            )
+        )
+    if mode == "unauthenticatedEmulator" and not gcs.endpoint:
+        problems.append(
+            Problem(
+                f"{where}.credentialsMode",
+                "unauthenticatedEmulator sends no credentials and is only for a local emulator, which needs "
+                f"{where}.endpoint (its URL); set it, or use default or serviceAccountKeySecret for Google Cloud "
+                "Storage",
+            )
+        )
     return problems
 
 
@@ -695,6 +768,7 @@ def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY)
         *_policy_problems(spec, policy),
         *_volume_problems(spec),
         *_s3_problems(spec),
+        *_gcs_problems(spec),
         *_service_account_problems(spec),
         *_scheduling_problems(spec.driver, "spec.driver"),
         *_scheduling_problems(spec.executor, "spec.executor"),

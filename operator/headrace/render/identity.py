@@ -2,7 +2,9 @@
 
 Owns: the ServiceAccount each kind of pod runs as (the user's own for both, or the two Headrace creates, with the
 user's annotations and labels), and each store's credentials mode as the pods see it: the S3A provider chain, the
-Secret's key pair as environment, or a projected ServiceAccount token with the AWS SDK's web identity environment.
+Secret's key pair as environment, or a projected ServiceAccount token with the AWS SDK's web identity environment;
+for Google Cloud Storage, the connector's authentication type and the service account key file mounted from a
+Secret.
 Never: decisions or I/O.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from headrace.api import names
-from headrace.api.models import CredentialsMode, StreamingAppSpec
+from headrace.api.models import CredentialsMode, GcsCredentialsMode, GcsSpec, StreamingAppSpec
 
 S3A_PROVIDER = "spark.hadoop.fs.s3a.aws.credentials.provider"
 AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
@@ -34,6 +36,21 @@ TOKEN_VOLUME = "headrace-web-identity"
 TOKEN_DIR = "/var/run/secrets/headrace.dev/web-identity"
 TOKEN_PATH = "token"
 TOKEN_FILE = f"{TOKEN_DIR}/{TOKEN_PATH}"
+GCS_PREFIX = "spark.hadoop.fs.gs."
+GCS_AUTH_TYPE = f"{GCS_PREFIX}auth.type"
+GCS_KEY_FILE_SETTING = f"{GCS_PREFIX}auth.service.account.json.keyfile"
+# The Cloud Storage connector's fs.gs.auth.type for each mode (its gcs/CONFIGURATION.md).
+GCS_AUTH_TYPES: dict[GcsCredentialsMode, str] = {
+    "serviceAccountKeySecret": "SERVICE_ACCOUNT_JSON_KEYFILE",
+    # GoogleCredentials.getApplicationDefault(): GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, then the metadata
+    # server (GKE Workload Identity's, or the node's service account).
+    "default": "APPLICATION_DEFAULT",
+    "unauthenticatedEmulator": "UNAUTHENTICATED",
+}
+GCS_KEY_VOLUME = "headrace-gcs-key"
+GCS_KEY_DIR = "/var/run/secrets/headrace.dev/gcs"
+GCS_KEY_PATH = "key.json"
+GCS_KEY_FILE = f"{GCS_KEY_DIR}/{GCS_KEY_PATH}"
 
 
 def driver_service_account(app: str, spec: StreamingAppSpec) -> str:
@@ -66,6 +83,29 @@ def s3_provider_conf(spec: StreamingAppSpec) -> dict[str, str]:
     return {S3A_PROVIDER: PROVIDERS[mode]} if mode is not None else {}
 
 
+def gcs_spec(spec: StreamingAppSpec) -> GcsSpec | None:
+    """spec.state.gcs, or its defaults when a state URI is on gs:// without it (Application Default Credentials);
+    None when Cloud Storage holds no state."""
+    state = spec.state
+    if state.gcs is not None:
+        return state.gcs
+    on_gcs = any(uri and uri.lower().startswith("gs://") for uri in (state.checkpointDir, state.savepointDir))
+    return GcsSpec() if on_gcs else None
+
+
+def gcs_auth_conf(spec: StreamingAppSpec) -> dict[str, str]:
+    """The Cloud Storage connector's authentication type of the store's credentials mode, and the path of the key
+    file mounted from the Secret (the path only: the key stays in the Secret's volume)."""
+    gcs = gcs_spec(spec)
+    if gcs is None:
+        return {}
+    mode = gcs.credentials()
+    conf = {GCS_AUTH_TYPE: GCS_AUTH_TYPES[mode]}
+    if mode == "serviceAccountKeySecret":
+        conf[GCS_KEY_FILE_SETTING] = GCS_KEY_FILE
+    return conf
+
+
 def credentials_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
     """Environment of driver and executor containers for the store's credentials: the Secret's key pair
     (secretKeyRef, never a value), or the role, token file, region and STS endpoint of web identity."""
@@ -95,7 +135,7 @@ def credentials_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
     return []
 
 
-def volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+def _token_volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
     """The projected ServiceAccount token of web identity, for its audience (the kubelet renews it at 80% of its
     lifetime, and the SDK reads the file again for each new session)."""
     s3 = spec.state.s3
@@ -109,6 +149,25 @@ def volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
     return [{"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}]
 
 
+def _gcs_key_volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """The one key of the service account key Secret, as the file the connector reads (readable by the pod's user,
+    whatever its UID: only this container mounts it)."""
+    gcs = gcs_spec(spec)
+    if gcs is None or gcs.credentials() != "serviceAccountKeySecret" or gcs.serviceAccountKeySecret is None:
+        return []
+    secret = gcs.serviceAccountKeySecret
+    items = [{"key": secret.key, "path": GCS_KEY_PATH}]
+    return [{"name": GCS_KEY_VOLUME, "secret": {"secretName": secret.name, "items": items, "defaultMode": 0o444}}]
+
+
+_MOUNT_DIRS = {TOKEN_VOLUME: TOKEN_DIR, GCS_KEY_VOLUME: GCS_KEY_DIR}
+
+
+def volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """The credentials volumes of the store's mode: web identity's projected token, the GCS key file."""
+    return [*_token_volumes(spec), *_gcs_key_volumes(spec)]
+
+
 def volume_mounts(spec: StreamingAppSpec) -> list[dict[str, Any]]:
     """Mounts of `volumes` in the driver and executor containers (read-only)."""
-    return [{"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True} for _ in volumes(spec)]
+    return [{"name": v["name"], "mountPath": _MOUNT_DIRS[v["name"]], "readOnly": True} for v in volumes(spec)]

@@ -146,6 +146,54 @@ def s3a_conf(spec: StreamingAppSpec) -> dict[str, str]:
     return {**conf, **identity.s3_provider_conf(spec)}
 
 
+# Hadoop 3.5's core-default.xml (inside pyspark 4.3.0's hadoop-client-api) names its own GCS module for gs://
+# (org.apache.hadoop.fs.gs.*, not in the image) and gives some fs.gs.* sizes as "64m", "8m", which Google's
+# connector reads as plain numbers (GoogleHadoopFileSystem.initialize failed with NumberFormatException: "64m"). So
+# the image's connector is named for both file system APIs, and those sizes are given in bytes, each the value
+# Hadoop's file states. All replaceable in spec.sparkConf.
+GCS_FILE_SYSTEMS = {
+    "spark.hadoop.fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS",
+}
+_MIB = 1024 * 1024
+GCS_SIZES = {
+    "spark.hadoop.fs.gs.block.size": str(64 * _MIB),
+    "spark.hadoop.fs.gs.rewrite.max.chunk.size": str(512 * _MIB),
+    "spark.hadoop.fs.gs.outputstream.buffer.size": str(8 * _MIB),
+    "spark.hadoop.fs.gs.inputstream.inplace.seek.limit": str(8 * _MIB),
+    "spark.hadoop.fs.gs.inputstream.min.range.request.size": str(2 * _MIB),
+}
+# Of S3A_CHECKPOINT_DEFAULTS, the FileSystem-based checkpoint file manager applies to Cloud Storage as well: a rename
+# there is a copy and a delete too (not atomic either way), and the FileContext layers add probes of their own
+# (not measured on GCS; the files written, and so the checkpoint's format, are the same).
+GCS_CHECKPOINT_DEFAULTS = {
+    "spark.sql.streaming.checkpointFileManagerClass": S3A_CHECKPOINT_DEFAULTS[
+        "spark.sql.streaming.checkpointFileManagerClass"
+    ],
+}
+
+
+GCS_MOVE_SETTING = "spark.hadoop.fs.gs.operation.move.enable"
+
+
+def gcs_conf(spec: StreamingAppSpec) -> dict[str, str]:
+    """The Cloud Storage connector's settings from spec.state.gcs (or its defaults, for gs:// state without it):
+    file systems, endpoint, project, authentication type of its credentials mode, checkpoint defaults."""
+    gcs = identity.gcs_spec(spec)
+    if gcs is None:
+        return {}
+    conf = {**GCS_CHECKPOINT_DEFAULTS, **GCS_FILE_SYSTEMS, **GCS_SIZES}
+    if gcs.endpoint:
+        conf[f"{identity.GCS_PREFIX}storage.root.url"] = gcs.endpoint
+    if gcs.projectId:
+        conf[f"{identity.GCS_PREFIX}project.id"] = gcs.projectId
+    if gcs.credentials() == "unauthenticatedEmulator":
+        # fake-gcs-server (1.56) has no objects.moveTo, which the connector's rename uses by default; a rename is
+        # then a rewrite and a delete, as on buckets where the move API is off.
+        conf[GCS_MOVE_SETTING] = "false"
+    return {**conf, **identity.gcs_auth_conf(spec)}
+
+
 def spark_conf(attempt: Attempt) -> dict[str, str]:
     """spark-defaults.conf of the attempt: what the operator owns, then the user's extra settings."""
     spec = attempt.spec
@@ -179,6 +227,7 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
     # importable on executors too, where pickled functions are resolved; the user's sparkConf may override it.
     script_dir = posixpath.dirname(spec.application.file.removeprefix("local://"))
     conf["spark.executorEnv.PYTHONPATH"] = f"{script_dir}:{posixpath.dirname(script_dir)}"
+    conf.update(gcs_conf(spec))
     conf.update(s3a_conf(spec))
     if spec.executor.coreRequest:
         conf["spark.kubernetes.executor.request.cores"] = spec.executor.coreRequest

@@ -264,7 +264,23 @@ def test_pod_policy(case: str, overrides: dict[str, Any], field: str | None, set
     assert validate_spec(app_spec, WIDE_POLICY) == []
 
 
-def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned() -> None:
+GCS_EVERYTHING = {
+    "endpoint": "http://gcs:4443/",
+    "projectId": "clicks-prod",
+    "credentialsMode": "unauthenticatedEmulator",
+}
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"state__s3": {"endpoint": "http://s3.s3.svc:9000", "credentialsSecret": {"name": "s3"}}},
+        {"state__savepointDir": "gs://b/s", "state__gcs": GCS_EVERYTHING},
+        {"state__checkpointDir": "gs://b/c", "state__gcs": {"serviceAccountKeySecret": {"name": "k"}}},
+    ],
+    ids=["s3", "gcs emulator", "gcs key"],
+)
+def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned(state: dict[str, Any]) -> None:
     """One owner: every Spark key the operator writes is refused in a user's sparkConf, unless it is a
     default the user may replace."""
     rendered = manifests.spark_conf(
@@ -277,7 +293,7 @@ def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned() -> None:
             spec=spec(
                 executor__coreRequest="500m",
                 application={"file": "local:///app.py", "packages": ["a:b:1"], "pyFiles": ["x.py"]},
-                state__s3={"endpoint": "http://s3.s3.svc:9000", "credentialsSecret": {"name": "s3"}},
+                **state,
             ),
             spec_hash="h",
             checkpoint_dir="s3a://b/c",
@@ -374,6 +390,8 @@ def test_autoscaler_quota_leaves_room_for_min_executors(
 
 ROLE = {"roleArn": "arn:aws:iam::123456789012:role/clicks"}
 KEYS = {"name": "keys"}
+GCS_KEY = {"serviceAccountKeySecret": {"name": "gcs-key"}}
+EMULATOR = {"endpoint": "http://gcs.gcs.svc:4443/"}
 IDENTITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("secret by its block", {"state__s3": {"credentialsSecret": KEYS}}, []),
     ("web identity by its block", {"state__s3": {"webIdentity": ROLE}}, []),
@@ -409,6 +427,50 @@ IDENTITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         "AWS_ROLE_ARN with a secret is the user's business",
         {"state__s3": {"credentialsSecret": KEYS}, "driver__env": [{"name": "AWS_ROLE_ARN", "value": "x"}]},
         [],
+    ),
+    ("gs:// state with its block", {"state__checkpointDir": "gs://b/c", "state__gcs": GCS_KEY}, []),
+    ("gs:// state with no block (default credentials)", {"state__checkpointDir": "gs://b/c"}, []),
+    ("gs:// savepoints next to s3a:// checkpoints", {"state__savepointDir": "gs://b/s", "state__gcs": {}}, []),
+    ("a GCS block with no gs:// state", {"state__gcs": {"credentialsMode": "default"}}, ["spec.state.gcs"]),
+    (
+        "an S3 block next to a GCS one, with no s3a:// state",
+        {
+            "state__checkpointDir": "gs://b/c",
+            "state__savepointDir": "gs://b/s",
+            "state__gcs": {},
+            "state__s3": {"credentialsMode": "default"},
+        },
+        ["spec.state.s3"],
+    ),
+    (
+        "a key mode without its Secret",
+        {"state__checkpointDir": "gs://b/c", "state__gcs": {"credentialsMode": "serviceAccountKeySecret"}},
+        ["spec.state.gcs.serviceAccountKeySecret"],
+    ),
+    (
+        "default with a key Secret",
+        {"state__checkpointDir": "gs://b/c", "state__gcs": {**GCS_KEY, "credentialsMode": "default"}},
+        ["spec.state.gcs.serviceAccountKeySecret"],
+    ),
+    (
+        "the emulator mode without an endpoint",
+        {"state__checkpointDir": "gs://b/c", "state__gcs": {"credentialsMode": "unauthenticatedEmulator"}},
+        ["spec.state.gcs.credentialsMode"],
+    ),
+    (
+        "the emulator mode with its endpoint",
+        {"state__checkpointDir": "gs://b/c", "state__gcs": {**EMULATOR, "credentialsMode": "unauthenticatedEmulator"}},
+        [],
+    ),
+    (
+        "the connector's auth type in sparkConf",
+        {"sparkConf": {"spark.hadoop.fs.gs.auth.type": "UNAUTHENTICATED"}},
+        ['spec.sparkConf["spark.hadoop.fs.gs.auth.type"]'],
+    ),
+    (
+        "a service account private key in sparkConf",
+        {"sparkConf": {"spark.hadoop.fs.gs.auth.service.account.private.key": "x"}},
+        ['spec.sparkConf["spark.hadoop.fs.gs.auth.service.account.private.key"]'],
     ),
     ("annotations on the accounts Headrace makes", {"serviceAccount": {"annotations": {"iam.gke.io/x": "y"}}}, []),
     (

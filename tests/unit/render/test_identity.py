@@ -1,5 +1,6 @@
 """Identity of driver and executors: their ServiceAccounts (the user's own for both, or the two Headrace creates
-with the user's metadata), and each S3 credentials mode as rendered into both pods and the S3A provider chain."""
+with the user's metadata), each S3 credentials mode as rendered into both pods and the S3A provider chain, and
+each GCS credentials mode as the Cloud Storage connector's settings and the key file mounted in both pods."""
 
 from __future__ import annotations
 
@@ -145,3 +146,67 @@ def test_image_pull_secrets_reach_the_driver_pod_and_through_spark_every_executo
     plain = attempt()
     assert "imagePullSecrets" not in manifests.driver_pod_manifest(plain)["spec"]
     assert "spark.kubernetes.container.image.pullSecrets" not in manifests.spark_conf(plain)
+
+
+GCS_STATE = {"state__checkpointDir": "gs://clicks-state/checkpoints", "state__savepointDir": "gs://clicks-state/sp"}
+
+
+def _gcs_conf(conf: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in conf.items() if key.startswith("spark.hadoop.fs.gs.")}
+
+
+def test_a_gcs_key_secret_is_mounted_as_the_connectors_key_file_in_driver_and_executors() -> None:
+    gcs = {"serviceAccountKeySecret": {"name": "gcs-key", "key": "sa.json"}, "projectId": "clicks-prod"}
+    app = attempt(**GCS_STATE, state__gcs=gcs)
+    conf = manifests.spark_conf(app)
+    assert conf[identity.GCS_AUTH_TYPE] == "SERVICE_ACCOUNT_JSON_KEYFILE"
+    assert conf[identity.GCS_KEY_FILE_SETTING] == identity.GCS_KEY_FILE == "/var/run/secrets/headrace.dev/gcs/key.json"
+    assert conf["spark.hadoop.fs.gs.project.id"] == "clicks-prod"
+    assert "spark.hadoop.fs.gs.storage.root.url" not in conf  # Google's own endpoint
+    for pod in (manifests.driver_pod_manifest(app), _executor_template(**GCS_STATE, state__gcs=gcs)):
+        (volume,) = [item for item in pod["spec"]["volumes"] if item["name"] == identity.GCS_KEY_VOLUME]
+        assert volume["secret"] == {
+            "secretName": "gcs-key",
+            "items": [{"key": "sa.json", "path": "key.json"}],
+            "defaultMode": 0o444,
+        }
+        container = pod["spec"]["containers"][0]
+        mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
+        assert mounts[identity.GCS_KEY_VOLUME] == {
+            "name": identity.GCS_KEY_VOLUME,
+            "mountPath": identity.GCS_KEY_DIR,
+            "readOnly": True,
+        }
+        assert not [item for item in container["env"] if "valueFrom" in item and "gcs-key" in str(item)]
+        assert identity.TOKEN_VOLUME not in mounts
+
+
+def test_default_gcs_credentials_are_application_default_with_nothing_mounted() -> None:
+    for overrides in ({"state__gcs": {"credentialsMode": "default"}}, {}):  # with the block, or gs:// without it
+        app = attempt(**GCS_STATE, **overrides)
+        conf = manifests.spark_conf(app)
+        assert conf[identity.GCS_AUTH_TYPE] == "APPLICATION_DEFAULT"
+        assert identity.GCS_KEY_FILE_SETTING not in conf
+        assert conf["spark.hadoop.fs.gs.impl"] == "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"
+        assert conf["spark.hadoop.fs.AbstractFileSystem.gs.impl"] == "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS"
+        assert conf["spark.hadoop.fs.gs.block.size"] == "67108864"  # Hadoop's "64m" breaks Google's connector
+        assert manifests.GCS_MOVE_SETTING not in conf  # Cloud Storage's move API stays on
+        assert identity.volumes(app.spec) == []
+
+
+def test_the_emulator_mode_sends_no_credentials_to_its_endpoint_and_renames_by_rewrite() -> None:
+    gcs = {"endpoint": "http://gcs.gcs.svc:4443/", "credentialsMode": "unauthenticatedEmulator"}
+    conf = manifests.spark_conf(attempt(**GCS_STATE, state__gcs=gcs))
+    assert conf[identity.GCS_AUTH_TYPE] == "UNAUTHENTICATED"
+    assert conf["spark.hadoop.fs.gs.storage.root.url"] == "http://gcs.gcs.svc:4443/"
+    assert conf[manifests.GCS_MOVE_SETTING] == "false"
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"].endswith("FileSystemBasedCheckpointFileManager")
+
+
+def test_state_on_s3_alone_renders_nothing_of_the_gcs_connector() -> None:
+    assert _gcs_conf(manifests.spark_conf(attempt(state__s3={"credentialsMode": "default"}))) == {}
+
+
+def test_the_users_sparkconf_replaces_a_gcs_default() -> None:
+    conf = manifests.spark_conf(attempt(**GCS_STATE, sparkConf={"spark.hadoop.fs.gs.block.size": "134217728"}))
+    assert conf["spark.hadoop.fs.gs.block.size"] == "134217728"

@@ -1,13 +1,15 @@
-"""A stateful query checkpointing to s3a:// through the image's S3A jars, in two runs, then a savepoint-style copy.
+"""A stateful query checkpointing to an object store (s3a:// through the image's S3A jars, gs:// through its Cloud
+Storage connector), in two runs, then a savepoint-style copy.
 
-Usage: s3a_state.py <endpoint> <s3a checkpoint URI> <s3a copy URI> <input dir> <result json> <jar,jar,...>
+Usage: object_store_state.py <endpoint> <checkpoint URI> <copy URI> <input dir> <result json> <jar,jar,...>
 Run 1 reads the input files present; its last commit is then deleted, as if its driver had died after writing
 the batch's state but before its commit, so run 2 (same checkpoint, one more file) first replays that batch over
-state files that already exist, then must continue the counts from the state the first run left on S3; then the
-checkpoint is copied with the runtime's HadoopFileSystem. Credentials come from AWS_ACCESS_KEY_ID /
+state files that already exist, then must continue the counts from the state the first run left in the store; then
+the checkpoint is copied with the runtime's HadoopFileSystem. On S3, credentials come from AWS_ACCESS_KEY_ID /
 AWS_SECRET_ACCESS_KEY, as the operator passes them, or from the provider named by S3A_CREDENTIALS_PROVIDER (the
-test of web identity). The session has the defaults the operator renders for state on S3
-(`manifests.S3A_CHECKPOINT_DEFAULTS`).
+test of web identity), and the session has the defaults the operator renders for state on S3
+(`manifests.S3A_CHECKPOINT_DEFAULTS`). STATE_CONF (a JSON object of Spark settings) replaces all of that: the
+settings the operator renders for the store (the test of gs://), endpoint included.
 """
 
 from __future__ import annotations
@@ -25,26 +27,32 @@ from headrace.runtime.hadoop_fs import HadoopFileSystem
 ENV_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
 
 
+def s3a_conf(endpoint: str) -> dict[str, str]:
+    """The S3A settings for the test's server, with the operator's checkpoint defaults for S3."""
+    return {
+        **S3A_CHECKPOINT_DEFAULTS,
+        "spark.hadoop.fs.s3a.endpoint": endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": os.environ.get("S3A_CREDENTIALS_PROVIDER", ENV_PROVIDER),
+    }
+
+
 def main() -> None:
     endpoint, checkpoint, copy_target, input_dir, result_path, jars = sys.argv[1:7]
     builder = SparkSession.builder
-    for key, value in S3A_CHECKPOINT_DEFAULTS.items():
+    rendered = os.environ.get("STATE_CONF")
+    store_conf = json.loads(rendered) if rendered else s3a_conf(endpoint)
+    for key, value in store_conf.items():
         builder = builder.config(key, value)
     spark = (
         builder.master("local[2]")
-        .appName("s3a-state")
+        .appName("object-store-state")
         .config("spark.jars", jars)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.hadoop.fs.s3a.endpoint", endpoint)
-        .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
-        .config("spark.hadoop.fs.s3a.path.style.access", "true")
-        .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
-        .config(
-            "spark.hadoop.fs.s3a.aws.credentials.provider",
-            os.environ.get("S3A_CREDENTIALS_PROVIDER", ENV_PROVIDER),
-        )
         .config(
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

@@ -1,0 +1,193 @@
+"""A real Google Cloud Storage API server for tests of gs:// state: fake-gcs-server, built from its Go module.
+
+Owns: building ``fake-gcs-server`` at the pinned version into the cache (`build.go_install`), running it over
+plain HTTP on one address (loopback, or the node's bridge gateway so pods reach it) with its objects in memory,
+the bucket it creates at start, the image's pinned connector jar for local-mode Spark, and a small JSON API
+client (create a bucket, list object names, write and read one) for tests.
+Never: used by the operator or the runtime; holds no credentials (the server authenticates nothing, which is why
+apps reach it with ``spec.state.gcs.credentialsMode: unauthenticatedEmulator`` only).
+`python -m testbed.gcs` runs one on loopback in the foreground until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from testbed import REPOSITORY, build, maven, procs
+
+FAKE_GCS_MODULE = "github.com/fsouza/fake-gcs-server"
+FAKE_GCS_VERSION = "v1.56.1"
+LOOPBACK = "127.0.0.1"
+BUCKET = "headrace"
+PROJECT = "headrace-test"
+START_TIMEOUT_SECONDS = 30.0
+GCS_POM = REPOSITORY / "docker" / "gcs" / "pom.xml"
+GCS_CHECKSUMS = REPOSITORY / "docker" / "gcs" / "jars.sha256"
+
+
+def connector_jars() -> list[Path]:
+    """The Cloud Storage connector jar the Spark image ships (docker/gcs/pom.xml), for local-mode Spark's
+    ``spark.jars``; checked against docker/gcs/jars.sha256 as the image build checks it."""
+    return maven.pinned_jars(GCS_POM, GCS_CHECKSUMS)
+
+
+def binary_path() -> Path:
+    """Where the pinned server binary lives in the cache (it may not exist yet)."""
+    return build.cache_root() / "bin" / f"fake-gcs-server-{FAKE_GCS_VERSION}" / "fake-gcs-server"
+
+
+def ensure_binary() -> Path:
+    """Build the server (`go install <module>@<version>`) into the cache if missing; return its path."""
+    return build.go_install(FAKE_GCS_MODULE, FAKE_GCS_VERSION, binary_path())
+
+
+def server_argv(binary: Path, address: str, port: int, workdir: Path) -> list[str]:
+    """The server's command line: plain HTTP on `address`:`port`, objects in memory, and its own URL as the one it
+    hands out (resumable uploads continue at the Location it returns, which must be reachable from the pods)."""
+    url = f"http://{address}:{port}"
+    return [
+        str(binary),
+        "-backend",
+        "memory",
+        "-scheme",
+        "http",
+        "-host",
+        address,
+        "-port",
+        str(port),
+        "-external-url",
+        url,
+        "-public-host",
+        f"{address}:{port}",
+        "-data",
+        str(workdir / "seed"),  # absent: no objects to load
+        "-log-level",
+        "warn",
+    ]
+
+
+class GcsClient:
+    """The JSON API calls tests need, unauthenticated (the emulator checks no token)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint.rstrip("/")
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 30) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.endpoint + path, data=data, method=method)  # noqa: S310
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - our own endpoint
+            text = answer.read()
+        return json.loads(text) if text else None
+
+    def answers(self) -> bool:
+        """Whether the server lists buckets (a start-up health check)."""
+        try:
+            self._call("GET", "/storage/v1/b", timeout=2)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def create_bucket(self, name: str, project: str = PROJECT) -> None:
+        """Create bucket `name` (one the server already has is fine)."""
+        try:
+            self._call("POST", f"/storage/v1/b?project={urllib.parse.quote(project)}", {"name": name})
+        except urllib.error.HTTPError as error:
+            if error.code != 409:
+                raise
+
+    def object_names(self, bucket: str, prefix: str = "") -> list[str]:
+        """Names of every object of `bucket` under `prefix`, following the pages."""
+        names: list[str] = []
+        token = ""
+        while True:
+            query = {"prefix": prefix, **({"pageToken": token} if token else {})}
+            page = self._call("GET", f"/storage/v1/b/{urllib.parse.quote(bucket)}/o?{urllib.parse.urlencode(query)}")
+            names += [item["name"] for item in page.get("items", [])]
+            token = page.get("nextPageToken", "")
+            if not token:
+                return names
+
+    def upload(self, bucket: str, name: str, data: bytes) -> None:
+        """Write one object (a simple media upload)."""
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        path = f"/upload/storage/v1/b/{urllib.parse.quote(bucket)}/o?{query}"
+        request = urllib.request.Request(self.endpoint + path, data=data, method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30):  # noqa: S310 - our own endpoint
+            pass
+
+    def read(self, bucket: str, name: str) -> bytes:
+        """The content of one object."""
+        path = f"/storage/v1/b/{urllib.parse.quote(bucket)}/o/{urllib.parse.quote(name, safe='')}?alt=media"
+        with urllib.request.urlopen(self.endpoint + path, timeout=30) as answer:  # noqa: S310 - our own endpoint
+            data: bytes = answer.read()
+        return data
+
+
+class FakeGcs(procs.Started):
+    """fake-gcs-server with one bucket, listening on `address` (loopback; the node's bridge gateway for pods, which
+    this machine reaches too). Its objects live in memory: they go when it stops."""
+
+    def __init__(self, bucket: str = BUCKET, address: str = LOOPBACK, port: int | None = None) -> None:
+        self.bucket, self.address = bucket, address
+        self.port = port or procs.free_port(address)
+        self.workdir = Path(tempfile.mkdtemp(prefix="headrace-gcs-"))
+        self._process: procs.Process | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The storage root URL (``spec.state.gcs.endpoint``, the connector's ``fs.gs.storage.root.url``)."""
+        return f"http://{self.address}:{self.port}/"
+
+    def client(self) -> GcsClient:
+        return GcsClient(self.endpoint)
+
+    def start(self) -> FakeGcs:
+        argv = server_argv(ensure_binary(), self.address, self.port, self.workdir)
+        self._process = procs.spawn("fake-gcs-server", argv, self.workdir / "fake-gcs-server.log")
+        procs.wait_until_healthy(
+            self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
+        )
+        self.client().create_bucket(self.bucket)
+        return self
+
+    def names(self, prefix: str = "") -> list[str]:
+        """Object names of the bucket under `prefix`."""
+        return self.client().object_names(self.bucket, prefix)
+
+    def stop(self) -> None:
+        try:
+            if self._process is not None:
+                procs.stop(self._process, grace_seconds=5)
+                self._process = None
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.gcs", description=__doc__)
+    parser.add_argument("--address", default=LOOPBACK)
+    parser.add_argument("--port", type=int, default=4443)
+    parser.add_argument("--bucket", default=BUCKET)
+    args = parser.parse_args(argv)
+    with FakeGcs(args.bucket, args.address, args.port) as server:
+        print(f"fake-gcs-server at {server.endpoint} with bucket {server.bucket}; Ctrl-C stops it", flush=True)
+        try:
+            assert server._process is not None
+            server._process.popen.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
