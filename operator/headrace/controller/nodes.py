@@ -122,6 +122,9 @@ class NodeStates:
         else:
             state = node_state(body)
         with self._lock:
+            current = self._known.get(node)
+            if current is not None and current is not known:  # the watch delivered it while this read was made
+                return current[1]
             self._hold(node, now + REFRESH_SECONDS, state)
         return state
 

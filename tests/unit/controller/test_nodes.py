@@ -108,3 +108,16 @@ def test_ready_is_still_read_afresh_with_a_watch() -> None:
     nodes.observed("w1", node())
     assert nodes.ready(["w1"]) == {"w1"}
     assert reads == ["w1"]
+
+
+def test_a_read_made_while_the_watch_delivers_the_node_never_overwrites_the_watchs_newer_word() -> None:
+    """A GET served before a cordon, answered after the cordon's watch event: the cordon stands."""
+    nodes: NodeStates
+
+    def read(name: str) -> dict[str, Any] | None:
+        nodes.observed(name, node(cordoned=True))  # the watch event arrives while the GET is in flight
+        return node()  # what the API server said before the cordon
+
+    nodes = NodeStates(read, clock=lambda: 0.0)
+    assert nodes.draining(["w1"]) == {"w1"}
+    assert nodes.draining(["w1"]) == {"w1"}  # and it is what is held
