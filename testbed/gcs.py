@@ -2,8 +2,9 @@
 
 Owns: building ``fake-gcs-server`` at the pinned version into the cache (`build.go_install`), running it over
 plain HTTP on one address (loopback, or the node's bridge gateway so pods reach it) with its objects in memory,
-the bucket it creates at start, the image's pinned connector jar for local-mode Spark, and a small JSON API
-client (create a bucket, list object names, write and read one) for tests.
+the bucket it creates at start, the image's pinned connector jar for local-mode Spark, a small JSON API client
+(create a bucket, list object names, write and read one) for tests, and Google's token sources (OAuth's token
+endpoint for a service account key, the metadata server of Application Default Credentials) as stand-ins.
 Never: used by the operator or the runtime; holds no credentials (the server authenticates nothing, which is why
 apps reach it with ``spec.state.gcs.credentialsMode: unauthenticatedEmulator`` only).
 `python -m testbed.gcs` runs one on loopback in the foreground until interrupted.
@@ -12,14 +13,21 @@ apps reach it with ``spec.state.gcs.credentialsMode: unauthenticatedEmulator`` o
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import shutil
 import tempfile
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from testbed import REPOSITORY, build, maven, procs
 
@@ -29,6 +37,9 @@ LOOPBACK = "127.0.0.1"
 BUCKET = "headrace"
 PROJECT = "headrace-test"
 START_TIMEOUT_SECONDS = 30.0
+SERVICE_ACCOUNT = f"headrace-test@{PROJECT}.iam.gserviceaccount.com"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 GCS_POM = REPOSITORY / "docker" / "gcs" / "pom.xml"
 GCS_CHECKSUMS = REPOSITORY / "docker" / "gcs" / "jars.sha256"
 
@@ -171,6 +182,114 @@ class FakeGcs(procs.Started):
                 self._process = None
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class GoogleTokens(procs.Started):
+    """Google's two token sources on loopback, as the connector's auth library calls them: OAuth 2.0's token
+    endpoint for a service account key (a JWT bearer grant signed with the key's private key, verified here against
+    its public key), and the metadata server that Application Default Credentials ask on GCE and GKE (GKE Workload
+    Identity's metadata server answers the same calls; clients find it at ``GCE_METADATA_HOST``). `grants` records
+    each token handed out: ``jwt-bearer <client_email>`` or ``metadata``; `refused` each grant refused."""
+
+    def __init__(self) -> None:
+        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.port = procs.free_port(LOOPBACK)
+        self.grants: list[str] = []
+        self.refused: list[str] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def metadata_host(self) -> str:
+        """``GCE_METADATA_HOST`` of the metadata server."""
+        return f"{LOOPBACK}:{self.port}"
+
+    def service_account_key(self) -> dict[str, str]:
+        """A service account JSON key (its `token_uri` here), as Google's console downloads one."""
+        pem = self._key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        return {
+            "type": "service_account",
+            "project_id": PROJECT,
+            "private_key_id": "headrace-test-key",
+            "private_key": pem.decode(),
+            "client_email": SERVICE_ACCOUNT,
+            "client_id": "1",
+            "token_uri": f"http://{self.metadata_host}/token",
+        }
+
+    def _verified_issuer(self, assertion: str) -> str | None:
+        """The issuer of a JWT signed with the key's private key (RS256), or None."""
+        try:
+            header, claims, signature = assertion.split(".")
+            self._key.public_key().verify(
+                _unb64url(signature), f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256()
+            )
+            return str(json.loads(_unb64url(claims))["iss"])
+        except (ValueError, KeyError, InvalidSignature):
+            return None
+
+    def start(self) -> GoogleTokens:
+        tokens = self
+        token = json.dumps({"access_token": "ya29.headrace-test", "expires_in": 3600, "token_type": "Bearer"})
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self, status: int, body: str, flavor: bool = False) -> None:
+                data = body.encode()
+                self.send_response(status)
+                if flavor:
+                    self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    self._answer(403, "{}")
+                    return
+                if self.path.split("?")[0] == METADATA_TOKEN_PATH:
+                    tokens.grants.append("metadata")
+                    self._answer(200, token, flavor=True)
+                    return
+                self._answer(200, SERVICE_ACCOUNT if "email" in self.path else "", flavor=True)  # the ping, and more
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                assertion = form.get("assertion", [""])[0]
+                issuer = self._verified_issuer(assertion) if form.get("grant_type") == [JWT_BEARER] else None
+                if self.path.split("?")[0] != "/token" or issuer is None:
+                    tokens.refused.append(self.path)
+                    self._answer(400, json.dumps({"error": "invalid_grant"}))
+                    return
+                tokens.grants.append(f"jwt-bearer {issuer}")
+                self._answer(200, token)
+
+            def _verified_issuer(self, assertion: str) -> str | None:
+                return tokens._verified_issuer(assertion)
+
+            def log_message(self, *args: Any) -> None:
+                del args
+
+        self._server = ThreadingHTTPServer((LOOPBACK, self.port), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
 
 def main(argv: list[str] | None = None) -> int:
