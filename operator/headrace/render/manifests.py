@@ -623,7 +623,9 @@ def executor_disruption_budget(app: str, namespace: str, app_uid: str, run: int,
     evictable, whatever their number: a rescale in place (spec.executor.instances, the autoscaler) changes how many
     there are, never the budget; a budget asking for more pods than exist holds every eviction, which is what is
     wanted until the handover takes them away. An executor that is not Ready may be evicted (AlwaysAllow, as the
-    driver's budget): a broken one never holds a drain."""
+    driver's budget): a broken one never holds a drain. A budget of its own, not the drivers' reshaped: that one is
+    among the app's shared objects sent with every attempt (`app_objects`, whose digest must not follow the writer),
+    and keeps guarding a writer whose executors an older operator made without their attempt's labels."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
