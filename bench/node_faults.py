@@ -88,8 +88,10 @@ def drain(cluster: PodmanKindCluster, app: scenario.AppHandle) -> dict[str, floa
 FAULTS: dict[str, Fault] = {"power-off": power_off, "partition": partition, "drain": drain}
 
 
-def _steady(app: scenario.AppHandle, standby: bool) -> None:
-    """The current driver commits, the backoff of the last loss has reset, and a standby (if any) waits."""
+def _steady(cluster: PodmanKindCluster, app: scenario.AppHandle, standby: bool) -> None:
+    """Both workers take new pods again (a node just healed or powered on keeps its taints for some seconds), the
+    current driver commits, the backoff of the last loss has reset, and a standby (if any) waits."""
+    cluster.wait_workers_schedulable()
     app.wait(app.driver_commits, 900, "a batch by the current driver")
     app.wait(lambda: not app.status()["restarts"].get("consecutive"), 300, "the backoff reset (healthyAfter)")
     if standby:
@@ -105,7 +107,7 @@ def run(
         with scenario.Writer(app.input):
             for number in range(1, runs + 1):
                 for fault in faults:
-                    _steady(app, standby)
+                    _steady(cluster, app, standby)
                     phases = FAULTS[fault](cluster, app)
                     print(f"{fault} {number}: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), flush=True)
                     results[fault].append(phases)

@@ -5,8 +5,8 @@ plain HTTP on one address (loopback, or the node's bridge gateway so pods reach 
 the bucket it creates at start, the image's pinned connector jar for local-mode Spark, a small JSON API client
 (create a bucket, list object names, write and read one) for tests, and Google's token sources (OAuth's token
 endpoint for a service account key, the metadata server of Application Default Credentials) as stand-ins.
-Never: used by the operator or the runtime; holds no credentials (the server authenticates nothing, which is why
-apps reach it with ``spec.state.gcs.credentialsMode: unauthenticatedEmulator`` only).
+Never: used by the operator or the runtime. The server authenticates nothing: it takes any token (those the
+stand-ins hand out) or none (``spec.state.gcs.credentialsMode: unauthenticatedEmulator``).
 `python -m testbed.gcs` runs one on loopback in the foreground until interrupted.
 """
 
@@ -193,20 +193,23 @@ class GoogleTokens(procs.Started):
     endpoint for a service account key (a JWT bearer grant signed with the key's private key, verified here against
     its public key), and the metadata server that Application Default Credentials ask on GCE and GKE (GKE Workload
     Identity's metadata server answers the same calls; clients find it at ``GCE_METADATA_HOST``). `grants` records
-    each token handed out: ``jwt-bearer <client_email>`` or ``metadata``; `refused` each grant refused."""
+    each token handed out: ``jwt-bearer <client_email>`` or ``metadata``, and `sources` the client address of each;
+    `refused` each grant refused. It listens on `address` (loopback; the node's bridge gateway for pods)."""
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = LOOPBACK) -> None:
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.port = procs.free_port(LOOPBACK)
+        self.address = address
+        self.port = procs.free_port(address)
         self.grants: list[str] = []
+        self.sources: list[str] = []
         self.refused: list[str] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def metadata_host(self) -> str:
-        """``GCE_METADATA_HOST`` of the metadata server."""
-        return f"{LOOPBACK}:{self.port}"
+        """``GCE_METADATA_HOST`` of the metadata server (and the host of the key's token endpoint)."""
+        return f"{self.address}:{self.port}"
 
     def service_account_key(self) -> dict[str, str]:
         """A service account JSON key (its `token_uri` here), as Google's console downloads one."""
@@ -255,6 +258,7 @@ class GoogleTokens(procs.Started):
                     return
                 if self.path.split("?")[0] == METADATA_TOKEN_PATH:
                     tokens.grants.append("metadata")
+                    tokens.sources.append(self.client_address[0])
                     self._answer(200, token, flavor=True)
                     return
                 self._answer(200, SERVICE_ACCOUNT if "email" in self.path else "", flavor=True)  # the ping, and more
@@ -269,6 +273,7 @@ class GoogleTokens(procs.Started):
                     self._answer(400, json.dumps({"error": "invalid_grant"}))
                     return
                 tokens.grants.append(f"jwt-bearer {issuer}")
+                tokens.sources.append(self.client_address[0])
                 self._answer(200, token)
 
             def _verified_issuer(self, assertion: str) -> str | None:
@@ -277,7 +282,7 @@ class GoogleTokens(procs.Started):
             def log_message(self, *args: Any) -> None:
                 del args
 
-        self._server = ThreadingHTTPServer((LOOPBACK, self.port), Handler)
+        self._server = ThreadingHTTPServer((self.address, self.port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self

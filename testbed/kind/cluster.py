@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pytest_kind import KindCluster  # type: ignore[import-untyped]
 
@@ -305,6 +306,16 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         heartbeat = datetime.fromisoformat(ready["lastHeartbeatTime"].replace("Z", "+00:00")).timestamp()
         return heartbeat >= moment - 1
 
+    def wait_workers_schedulable(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        """Wait until every worker takes new pods again: Ready, not cordoned, no NoSchedule or NoExecute taint left
+        by an earlier fault (the node controller lifts its not-ready and unreachable taints some seconds after the
+        node turns Ready): a fault measured before that finds nowhere to put a pod."""
+        deadline = time.monotonic() + timeout
+        while blocked := unschedulable_workers(json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers still take no new pods after {timeout:.0f} s: {blocked}")
+            time.sleep(2)
+
     def partition(self, node: str, peer: str) -> None:
         """Cut `node` off from `peer` (the control plane: its API server, and the pods on it, the operator among
         them) while everything on it keeps running and reaches every other node: packets from and to the peer's
@@ -328,6 +339,25 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
             script += [f"{tool} -t mangle -D {chain} -j {_PARTITION}" for chain in _PARTITIONED_CHAINS]
             script += [f"{tool} -t mangle -F {_PARTITION}", f"{tool} -t mangle -X {_PARTITION}"]
         self.node_exec(node, "sh", "-ec", "; ".join(script))
+
+
+def unschedulable_workers(nodes: list[dict[str, Any]]) -> dict[str, str]:
+    """Worker (not control-plane) Node objects that take no new pods -> why: not Ready, cordoned, or tainted."""
+    blocked = {}
+    for node in nodes:
+        metadata, spec = node["metadata"], node.get("spec") or {}
+        if "node-role.kubernetes.io/control-plane" in (metadata.get("labels") or {}):
+            continue
+        conditions = (node.get("status") or {}).get("conditions") or []
+        ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+        taints = [t["key"] for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+        if ready.get("status") != "True":
+            blocked[metadata["name"]] = "not Ready"
+        elif spec.get("unschedulable"):
+            blocked[metadata["name"]] = "cordoned"
+        elif taints:
+            blocked[metadata["name"]] = "tainted " + ",".join(taints)
+    return blocked
 
 
 def missing_pod_routes(pod_ranges: dict[str, str], routes: dict[str, str]) -> list[str]:

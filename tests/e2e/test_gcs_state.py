@@ -1,20 +1,28 @@
 """State on Google Cloud Storage (issue 24): the windowed-counts example keeps its checkpoints and savepoints on
 gs:// through the image's Cloud Storage connector, against fake-gcs-server (`testbed.gcs`, a GCS JSON API server
-built from its Go module, on the node's bridge gateway) with ``spec.state.gcs.credentialsMode:
-unauthenticatedEmulator``. Driver and executors commit batches and write their state files to the bucket, a
+built from its Go module, on the node's bridge gateway), with ``spec.state.gcs.credentialsMode:
+serviceAccountKeySecret``: a Secret holds a service account JSON key whose token endpoint is the testbed's
+stand-in of Google's (`testbed.gcs.GoogleTokens`, on the bridge too, verifying each grant's signature). Driver and
+executors mount the key and exchange it for tokens, commit batches and write their state files to the bucket, a
 force-deleted driver's successor recovers from the checkpoint on GCS, a savepoint upgrade writes its savepoint
-there and restores it into a new run, and the sink holds every event exactly once.
+there and restores it into a new run, and the sink holds every event exactly once; the key is in no ConfigMap,
+pod spec or StreamingApp. (The emulator has no objects.moveTo: the app turns the connector's move API off in
+sparkConf, as `unauthenticatedEmulator` does by itself.)
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import time
 from collections.abc import Iterator
 
 import pytest
+from kubernetes import client
 
 from headrace.api import names
+from headrace.render import identity, manifests
 from testbed import gcs, scenario
 from testbed.controlplane import create_namespace, delete_namespace
 from testbed.sink import wait_for_every_window
@@ -27,6 +35,9 @@ COMMIT = re.compile(r"/commits/\d+$")
 EXECUTOR_STATE = re.compile(r"/state/\d+/\d+/")  # a stateful operator's files, written by the executors
 
 
+KEY_SECRET = "gcs-key"
+
+
 @pytest.fixture(scope="module")
 def server(e2e: E2E) -> Iterator[gcs.FakeGcs]:
     plane = e2e.control_plane
@@ -37,10 +48,21 @@ def server(e2e: E2E) -> Iterator[gcs.FakeGcs]:
 
 
 @pytest.fixture(scope="module")
-def app(e2e: E2E, server: gcs.FakeGcs) -> Iterator[scenario.AppHandle]:
+def tokens(server: gcs.FakeGcs) -> Iterator[gcs.GoogleTokens]:
+    with gcs.GoogleTokens(address=server.address) as stand_in:
+        yield stand_in
+
+
+@pytest.fixture(scope="module")
+def app(e2e: E2E, server: gcs.FakeGcs, tokens: gcs.GoogleTokens) -> Iterator[scenario.AppHandle]:
     with e2e.api_client() as api:
         namespace = create_namespace(api)
         try:
+            key = json.dumps(tokens.service_account_key()).encode()
+            secret = client.V1Secret(
+                metadata=client.V1ObjectMeta(name=KEY_SECRET), data={"key.json": base64.b64encode(key).decode()}
+            )
+            client.CoreV1Api(api).create_namespaced_secret(namespace, secret)
             data = scenario.prepare_data_dir(e2e.data_root, namespace)
             handle = scenario.AppHandle(api, namespace, data)
             for _ in range(4):
@@ -49,8 +71,9 @@ def app(e2e: E2E, server: gcs.FakeGcs) -> Iterator[scenario.AppHandle]:
             manifest["spec"]["state"] = {
                 "checkpointDir": f"gs://{server.bucket}/{namespace}/state",
                 "savepointDir": f"gs://{server.bucket}/{namespace}/savepoints",
-                "gcs": {"endpoint": server.endpoint, "credentialsMode": "unauthenticatedEmulator"},
+                "gcs": {"endpoint": server.endpoint, "serviceAccountKeySecret": {"name": KEY_SECRET}},
             }
+            manifest["spec"].setdefault("sparkConf", {})[manifests.GCS_MOVE_SETTING] = "false"
             e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             yield handle
         finally:
@@ -67,6 +90,27 @@ def test_commits_batches_and_executor_state_to_the_bucket(server: gcs.FakeGcs, a
     print(f"apply -> first batch committed to gs://: {time.monotonic() - started:.1f}s")
     executor_state = [name for name in server.names(f"{app.namespace}/state/") if EXECUTOR_STATE.search(name)]
     assert executor_state, "no state file of the executors on GCS"
+
+
+def test_driver_and_executors_exchange_the_mounted_key_for_tokens(
+    tokens: gcs.GoogleTokens, app: scenario.AppHandle
+) -> None:
+    app.wait(lambda: app.running(names.ROLE_EXECUTOR), 300, "a running executor")
+    pods = {role: app.running(role)[0] for role in (names.ROLE_DRIVER, names.ROLE_EXECUTOR)}
+    for role, pod in pods.items():
+        (volume,) = [item for item in pod.spec.volumes if item.name == identity.GCS_KEY_VOLUME]
+        assert volume.secret.secret_name == KEY_SECRET, role
+        mounts = {mount.name: mount for container in pod.spec.containers for mount in container.volume_mounts or []}
+        assert mounts[identity.GCS_KEY_VOLUME].mount_path == identity.GCS_KEY_DIR, role
+        app.wait(lambda pod=pod: pod.status.pod_ip in tokens.sources, 120, f"a token grant from the {role}")
+    assert set(tokens.grants) == {f"jwt-bearer {gcs.SERVICE_ACCOUNT}"}
+    assert tokens.refused == []
+    private_key = tokens.service_account_key()["private_key"].splitlines()[1]
+    texts = [json.dumps(app.app())]
+    texts += [json.dumps(item.data) for item in app.core.list_namespaced_config_map(app.namespace).items]
+    texts += [json.dumps(pod.to_dict(), default=str) for pod in app.pods(names.ROLE_DRIVER)]
+    texts += [json.dumps(pod.to_dict(), default=str) for pod in app.pods(names.ROLE_EXECUTOR)]
+    assert not [text[:200] for text in texts if private_key in text]
 
 
 def test_driver_deleted_recovers_from_the_checkpoint_on_gcs(server: gcs.FakeGcs, app: scenario.AppHandle) -> None:

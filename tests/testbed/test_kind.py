@@ -159,3 +159,28 @@ def test_pod_routes_missing_after_a_node_came_back_with_a_new_address_are_named(
         for node, table in own.items()
     }
     assert cluster.missing_pod_routes(ranges, routed) == []
+
+
+def test_workers_that_take_no_new_pods_are_named_with_why() -> None:
+    def node(name: str, ready: str = "True", *, control_plane: bool = False, **spec: object) -> dict[str, object]:
+        labels = {"node-role.kubernetes.io/control-plane": ""} if control_plane else {}
+        return {
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+            "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        }
+
+    nodes = [
+        node(
+            "cp", control_plane=True, taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+        ),
+        node("healthy", taints=[{"key": "example.com/prefer", "effect": "PreferNoSchedule"}]),
+        node("down", "Unknown"),
+        node("drained", unschedulable=True),
+        node("healed", taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+    ]
+    assert cluster.unschedulable_workers(nodes) == {
+        "down": "not Ready",
+        "drained": "cordoned",
+        "healed": "tainted node.kubernetes.io/unreachable",
+    }
