@@ -3,15 +3,18 @@
 The driver that runs the app's queries is labelled its writer (`MarkWriter`), the one the app's PodDisruptionBudget
 (`render.manifests.driver_disruption_budget`) keeps from eviction. A node is being drained when it is cordoned
 (spec.unschedulable, as `kubectl drain` and Karpenter do first) or carries a cluster autoscaler's or Karpenter's
-disruption taint (`DRAIN_TAINTS`); the observer says so per pod (`DriverPod.node_draining`). The budget refuses the
-eviction of the writer, so the drain waits, while the operator
+disruption taint (`DRAIN_TAINTS`); the observer says so per pod (`DriverPod.node_draining`), and of the writer when
+a node of its attempt's executors is (`DriverPod.executors_draining`: their own budget,
+`render.manifests.executor_disruption_budget`, holds their eviction). The budgets refuse the eviction of the writer
+and of its executors, so the drain waits, while the operator
 
     removes a warm standby on a drained node (a new one is made on another node once the driver runs there);
-    moves a continuous job's running driver with a pre-warmed driver (`prewarm.begin(move=...)`): the next attempt
-    of the run, created as a standby, is scheduled on another node (the drained one takes no new pod) and warms
-    while the old one keeps processing; once it waits at its first query start, the old driver is stopped and the
-    new one promoted on the run's checkpoint (as a last-state upgrade, whatever the upgrade mode), so the drain's
-    pause is the one of a pre-warmed upgrade; the old pod is then gone and the drain goes on;
+    moves a continuous job's running driver (on a drained node, or with executors there) with a pre-warmed driver
+    (`prewarm.begin(move=...)`): the next attempt of the run, created as a standby, is scheduled on another node
+    (the drained one takes no new pod) and warms while the old one keeps processing; once it waits at its first
+    query start, the old driver is stopped and the new one promoted on the run's checkpoint (as a last-state
+    upgrade, whatever the upgrade mode), so the drain's pause is the one of a pre-warmed upgrade; the old pod and
+    its executors are then gone (deleted, not evicted) and the drain goes on;
     restarts a bounded job's driver on another node (nothing to pre-warm: it resumes from its checkpoint).
 
 A move is begun only while nothing else is under way and the spec is the running one (an upgrade pending moves the
