@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, assert_never
 
-from headrace.adapters.kube import KubeClient
+from headrace.adapters.kube import KubeClient, Refused
 from headrace.api import names
 from headrace.controller import driver_logs, failpoints
 from headrace.controller.attempt_objects import AttemptObjects
@@ -97,7 +97,7 @@ class Actions:
                 budget = manifests.executor_disruption_budget(
                     metadata["name"], namespace, metadata["uid"], action.run, action.attempt
                 )
-                self.kube.put(budget)  # before the label: a label that fails is retried with the budget right
+                self._put_executor_budget(budget)  # before the label: a failed label is retried with it right
                 self._cached("pod", self.kube.label_pod(namespace, action.name, {names.WRITER: "true"}))
                 return None
             case RescaleInPlace():
@@ -128,6 +128,15 @@ class Actions:
                 return None
             case _:
                 assert_never(action)
+
+    def _put_executor_budget(self, budget: dict[str, Any]) -> None:
+        """The executors' budget over the writer's attempt; one the API server refuses (an admission policy against
+        budgets that allow no eviction) is logged and the writer is labelled all the same: its executors are then
+        evicted by a drain as before, which costs a longer pause, not the app."""
+        try:
+            self.kube.put(budget)
+        except Refused as error:
+            logger.warning("the executors' budget was refused; a drain evicts them at once: %s", error)
 
     def _delete_pod(self, body: dict[str, Any], action: DeletePod) -> None:
         """Delete a driver pod, its log kept first when it has ended (`keep_log`)."""

@@ -13,6 +13,7 @@ from cryptography import x509
 from prometheus_client import CollectorRegistry
 
 from headrace.adapters.driver import DriverEndpoint, DriverUnavailable
+from headrace.adapters.kube import Refused
 from headrace.api import models, names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import PendingOperation, PrewarmUpgrade, SavepointUpgrade, StreamingAppStatus
@@ -530,3 +531,16 @@ def test_a_writer_whose_attempts_executor_is_on_a_drained_node_is_told_so_only_w
     nodes.observed("w1", {"spec": {"unschedulable": True}})
     moved = Observation(drivers=(replace(writer, node="w0"),))
     assert reconciler._with_draining_executors(NAMESPACE, APP, moved).drivers[0].executors_draining is True
+
+
+def test_a_refused_executors_budget_still_labels_the_writer(caplog: pytest.LogCaptureFixture) -> None:
+    """An admission policy refusing budgets that allow no eviction costs a drain's pause, never the writer's label."""
+    kube, _, reconciler, _ = cluster()
+
+    def refuse(obj: dict[str, Any]) -> None:
+        raise Refused(f"PodDisruptionBudget {obj['metadata']['name']}", 403, "denied by policy")
+
+    kube.put = refuse  # type: ignore[method-assign]
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], MarkWriter(name=DRIVER, run=1, attempt=1))
+    assert kube.calls == [("label_pod", DRIVER)]
+    assert "the executors' budget was refused" in caplog.text
