@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import shutil
 import tempfile
@@ -303,13 +304,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=4443)
     parser.add_argument("--bucket", default=BUCKET)
     args = parser.parse_args(argv)
-    with FakeGcs(args.bucket, args.address, args.port) as server:
+    # A plain kill unwinds too, so the server stops and its directory goes.
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        procs.terminated_as_interrupt(),
+        FakeGcs(args.bucket, args.address, args.port) as server,
+    ):
         print(f"fake-gcs-server at {server.endpoint} with bucket {server.bucket}; Ctrl-C stops it", flush=True)
-        try:
-            assert server._process is not None
-            server._process.popen.wait()
-        except KeyboardInterrupt:
-            pass
+        assert server._process is not None
+        server._process.popen.wait()
     return 0
 
 
