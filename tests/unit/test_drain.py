@@ -13,7 +13,7 @@ from headrace.api.models import PrewarmUpgrade, StreamingAppSpec, StreamingAppSt
 from headrace.controller.nodes import REFRESH_SECONDS, NodeStates, node_draining, node_lost
 from headrace.core.builder import spec_hash
 from headrace.core.observation import DriverPod, DriverProgress, Observation
-from headrace.core.plan import DeletePod, EnsureDriver, PromoteDriver
+from headrace.core.plan import DeletePod, EnsureDriver, MarkWriter, PromoteDriver
 from headrace.core.planner import decide
 
 from .builders import T0, later, pod, spec, view
@@ -85,6 +85,25 @@ def test_a_bounded_job_restarts_on_another_node() -> None:
     plan = decide(view(app_spec, status), Observation(drivers=(DRAINED,), progress=PROCESSING), later(2))
     assert plan.status.run is not None and plan.status.run.attempt == 2
     assert [action.name for action in plan.actions if isinstance(action, DeletePod)] == [OLD.name]
+
+
+def test_a_driver_whose_executors_node_is_drained_moves_the_same_way() -> None:
+    """Its executors' budget holds their eviction: the handover (a pre-warmed driver elsewhere) is what ends it."""
+    status = _running()
+    held = replace(OLD, executors_draining=True)
+    plan = decide(view(SPEC, status), Observation(drivers=(held,), progress=PROCESSING), later(2))
+    pending = plan.status.pendingOperation
+    assert isinstance(pending, PrewarmUpgrade) and pending.move == "a node of its executors is being drained"
+    assert not [action for action in plan.actions if isinstance(action, DeletePod)]  # the old one keeps processing
+
+
+def test_the_writer_is_marked_with_its_attempt_whose_executors_the_budget_then_selects() -> None:
+    status = decide(view(SPEC), Observation(), T0).status
+    unmarked = replace(OLD, writer=False)
+    plan = decide(view(SPEC, status), Observation(drivers=(unmarked,), progress=PROCESSING), later(1))
+    assert [action for action in plan.actions if isinstance(action, MarkWriter)] == [
+        MarkWriter(name=OLD.name, run=1, attempt=1)
+    ]
 
 
 def test_nothing_moves_off_a_node_that_is_not_drained_or_while_the_driver_starts() -> None:

@@ -98,7 +98,7 @@ code needs (no more), and the real API server's authorizer that they suffice.
   verbs: [create, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [create]
+  verbs: [create, patch]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

@@ -375,6 +375,11 @@ class KubeClient:
         return True
 
     # ------------------------------------------------------------------------- other objects --
+    def put(self, obj: dict[str, Any]) -> None:
+        """Create one object (`create`), or give the existing one the app owns this spec (`set_owned_spec`)."""
+        if self.create(obj) is None:
+            self.set_owned_spec(obj)
+
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         """Create one namespaced object of the kinds the operator makes; returns it as stored, or None when it
         already existed (which is fine). With `dry_run` the API server validates and admits it without storing
@@ -403,25 +408,26 @@ class KubeClient:
             if obj["kind"] == "ServiceAccount" and not dry_run:
                 self._set_account_metadata(obj)
             if obj["kind"] == "NetworkPolicy" and not dry_run:
-                self._set_policy_spec(obj)
+                self.set_owned_spec(obj)
             return None
 
-    def _set_policy_spec(self, policy: dict[str, Any]) -> None:
-        """An existing NetworkPolicy the app owns gets the spec rendered now (the admin's admitted namespaces,
-        HEADRACE_METRICS_NAMESPACES and HEADRACE_UI_NAMESPACES, may have changed): one JSON patch whose first
-        operation tests the owner's uid, so a policy of the same name that the app does not own is left alone."""
-        metadata = policy["metadata"]
+    def set_owned_spec(self, obj: dict[str, Any]) -> None:
+        """An existing NetworkPolicy or PodDisruptionBudget the app owns gets the spec rendered now (the policy: the
+        admin's admitted namespaces, HEADRACE_METRICS_NAMESPACES and HEADRACE_UI_NAMESPACES, may have changed; the
+        executors' budget: the writing attempt has): one JSON patch whose first operation tests the owner's uid, so
+        an object of the same name that the app does not own is left alone."""
+        metadata = obj["metadata"]
         owners = metadata.get("ownerReferences") or [{}]
         patch = [
             {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": owners[0].get("uid")},
-            {"op": "replace", "path": "/spec", "value": policy["spec"]},
+            {"op": "replace", "path": "/spec", "value": obj["spec"]},
         ]
+        patchers: dict[str, Any] = {
+            "NetworkPolicy": self.networking.patch_namespaced_network_policy,
+            "PodDisruptionBudget": self.policy.patch_namespaced_pod_disruption_budget,
+        }
         try:
-            release(
-                self.networking.patch_namespaced_network_policy(
-                    metadata["name"], metadata["namespace"], patch, _preload_content=False
-                )
-            )
+            release(patchers[obj["kind"]](metadata["name"], metadata["namespace"], patch, _preload_content=False))
         except ApiException as error:
             if error.status not in (*HTTP_REFUSED, HTTP_NOT_FOUND):
                 raise

@@ -93,6 +93,16 @@ def driver_disruption_budget(app: str) -> str:
     return _fit(app, "driver")
 
 
+def executor_disruption_budget(app: str) -> str:
+    """The PodDisruptionBudget over the executor pods of the app's writing attempt (reshaped for each new writer)."""
+    return _fit(app, "executors")
+
+
+def executor_labels(app: str, run: int, attempt: int) -> dict[str, str]:
+    """Labels of an attempt's executor pods (Spark puts them on every executor; the executor budget selects on them)."""
+    return {**attempt_labels(app, run, attempt), ROLE: ROLE_EXECUTOR}
+
+
 def control_secret(app: str) -> str:
     """The Secret holding the bearer token of the driver's control endpoint."""
     return _fit(app, "control")

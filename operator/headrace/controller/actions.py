@@ -36,6 +36,7 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
+from headrace.render import manifests
 from headrace.render.savepoints import savepoint_resource
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,11 @@ class Actions:
                 self._release_lease(body, action)
                 return None
             case MarkWriter():
+                metadata = body["metadata"]
+                budget = manifests.executor_disruption_budget(
+                    metadata["name"], namespace, metadata["uid"], action.run, action.attempt
+                )
+                self.kube.put(budget)  # before the label: a label that fails is retried with the budget right
                 self._cached("pod", self.kube.label_pod(namespace, action.name, {names.WRITER: "true"}))
                 return None
             case RescaleInPlace():

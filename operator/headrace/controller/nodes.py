@@ -86,6 +86,12 @@ class NodeStates:
         """Which of `nodes` are being drained."""
         return frozenset(node for node in nodes if self.state(node).draining)
 
+    def any_draining(self) -> bool:
+        """Whether any node known (every node, with the Node watch) was last seen being drained: only then are an
+        app's executors' nodes worth listing (`Reconciler._with_draining_executors`)."""
+        with self._lock:
+            return any(state.draining for _, state in self._known.values())
+
     def lost(self, nodes: Iterable[str]) -> frozenset[str]:
         """Which of `nodes` are lost (not Ready, or gone)."""
         return frozenset(node for node in nodes if self.state(node).lost)

@@ -344,6 +344,18 @@ def running_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
     )
 
 
+def attempt_executor_nodes(pods: list[dict[str, Any]], run: int, attempt: int) -> frozenset[str]:
+    """The nodes of one attempt's executor pods (not being deleted), from the app's executor pods."""
+    wanted = {names.RUN: str(run), names.ATTEMPT: str(attempt)}
+    return frozenset(
+        node
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName"))
+        and not pod["metadata"].get("deletionTimestamp")
+        and all((pod["metadata"].get("labels") or {}).get(key) == value for key, value in wanted.items())
+    )
+
+
 def _ended_guarded(pod: dict[str, Any]) -> bool:
     """A driver created with the Lease whose pod ended with every container terminated: it may hold the Lease."""
     ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

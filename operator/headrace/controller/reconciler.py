@@ -36,6 +36,7 @@ from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.nodes import NodeStates
 from headrace.controller.observe import (
     app_view,
+    attempt_executor_nodes,
     current_driver_pod,
     deleted_executors,
     ended_nodes,
@@ -202,9 +203,27 @@ class Reconciler:
             draining_nodes=self._nodes.draining(running_nodes(pods)),
             ready_nodes=self._nodes.ready(ended_nodes(pods)),
         )
+        if self._nodes.any_draining():
+            observation = self._with_draining_executors(namespace, name, observation)
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
             observation = self._with_deleted_executors(namespace, name, observation)
         return observation
+
+    def _with_draining_executors(self, namespace: str, name: str, observation: Observation) -> Observation:
+        """The writing driver, when one of its attempt's executors is on a node being drained (one list of the app's
+        executor pods, only while some node drains): their budget holds the drain, so the driver moves (a handover)
+        as when its own node drains (`headrace.core.drain`)."""
+        writers = [pod for pod in observation.drivers if pod.writer and not pod.deleting and not pod.node_draining]
+        if not writers:
+            return observation
+        pods = self.kube.list_executor_pods(namespace, name)
+        moved = {
+            pod.name for pod in writers if self._nodes.draining(attempt_executor_nodes(pods, pod.run, pod.attempt))
+        }
+        if not moved:
+            return observation
+        drivers = tuple(replace(pod, executors_draining=pod.name in moved) for pod in observation.drivers)
+        return replace(observation, drivers=drivers)
 
     def _with_deleted_executors(self, namespace: str, name: str, observation: Observation) -> Observation:
         """The app's executor pods being deleted, and whether their nodes are lost."""

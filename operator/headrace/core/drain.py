@@ -54,16 +54,21 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
     assert run is not None
     progress = observation.progress
     if not pod.writer and progress is not None and progress.ready and not pod.deleting:
-        builder.actions.append(MarkWriter(name=pod.name))  # it writes: from now on its eviction waits for a handover
+        # it writes: from now on its eviction, and its executors', waits for a handover
+        builder.actions.append(MarkWriter(name=pod.name, run=pod.run, attempt=pod.attempt))
     running = parse_spec_json(builder.status.lastReconciledSpec)
     following = observation.driver(run.number, run.attempt + 1)
     if following is not None and following.standby and following.node_draining and not following.deleting:
         delete_pods(builder, (following,), f"node {following.node} is being drained")
         builder.event("StandbyMoved", f"standby driver {following.name} left node {following.node}, being drained")
         return True
-    if not pod.node_draining or running is None or classify_change(running, spec) is not None:
+    if (
+        not (pod.node_draining or pod.executors_draining)
+        or running is None
+        or classify_change(running, spec) is not None
+    ):
         return False
-    why = f"node {pod.node} is being drained"
+    why = f"node {pod.node} is being drained" if pod.node_draining else "a node of its executors is being drained"
     if spec.mode != "continuous":
         builder.event("DriverMoving", f"{why}: restarting driver {pod.name} on another node from its checkpoint")
         next_attempt(builder, running, observation, why="Restarting")

@@ -69,9 +69,12 @@ class ReleaseDriverLease:
 @dataclass(frozen=True)
 class MarkWriter:
     """Label the driver pod that runs the app's queries as its writer (names.WRITER): the one its
-    PodDisruptionBudget keeps from eviction."""
+    PodDisruptionBudget keeps from eviction; first, the executors' budget is made to select its attempt's executors
+    (`render.manifests.executor_disruption_budget`), so a failed label is retried with the budget already right."""
 
     name: str
+    run: int
+    attempt: int
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,7 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         "spark.ui.port": str(contract.SPARK_UI_PORT),
     }
     conf.update(security.spark_conf(attempt.app))
-    for key, value in {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}.items():
+    for key, value in names.executor_labels(attempt.app, attempt.run, attempt.attempt).items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
     # Python code the script imports from its own directory (or, as the example apps do, its parent) must be
     # importable on executors too, where pickled functions are resolved; the user's sparkConf may override it.
@@ -275,7 +275,7 @@ def executor_pod_template(attempt: Attempt) -> dict[str, Any]:
     ours: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"labels": {**names.app_labels(attempt.app), names.ROLE: names.ROLE_EXECUTOR}},
+        "metadata": {"labels": names.executor_labels(attempt.app, attempt.run, attempt.attempt)},
         "spec": {
             "enableServiceLinks": False,
             "automountServiceAccountToken": False,  # executors never talk to the API server
@@ -601,6 +601,43 @@ def driver_disruption_budget(attempt: Attempt) -> dict[str, Any]:
         "spec": {
             "minAvailable": 1,
             "selector": {"matchLabels": {names.APP: attempt.app, names.ROLE: names.ROLE_DRIVER, names.WRITER: "true"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+# The most executors any spec gives an attempt (spec.executor.instances and autoscaler.maxExecutors are at most this).
+EXECUTORS_MOST = 1000
+
+
+def executor_disruption_budget(app: str, namespace: str, app_uid: str, run: int, attempt: int) -> dict[str, Any]:
+    """The app's PodDisruptionBudget over the executors of its writing attempt (run, attempt: the writer's, and only
+    its: a standby's or a pre-warmed driver's executors carry their own attempt's labels, so they are neither protected
+    nor counted, and cannot make one of the writer's evictable). Created, or reshaped for the next writer, when the
+    operator labels a driver its writer (`MarkWriter`), so a drain evicts none of the executors the old driver keeps
+    processing with until the handover, after which the operator deletes that driver and Spark its executors (not
+    evicted: no budget applies).
+
+    minAvailable is EXECUTORS_MOST, as a number: a percentage or maxUnavailable would make the disruption controller
+    ask the executors' owner, the driver pod, for a scale it has not. No healthy executor of the attempt is then ever
+    evictable, whatever their number: a rescale in place (spec.executor.instances, the autoscaler) changes how many
+    there are, never the budget; a budget asking for more pods than exist holds every eviction, which is what is
+    wanted until the handover takes them away. An executor that is not Ready may be evicted (AlwaysAllow, as the
+    driver's budget): a broken one never holds a drain. A budget of its own, not the drivers' reshaped: that one is
+    among the app's shared objects sent with every attempt (`app_objects`, whose digest must not follow the writer),
+    and keeps guarding a writer whose executors an older operator made without their attempt's labels."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": names.executor_disruption_budget(app),
+            "namespace": namespace,
+            "labels": names.app_labels(app),
+            "ownerReferences": [owner_reference(app, app_uid)],
+        },
+        "spec": {
+            "minAvailable": EXECUTORS_MOST,
+            "selector": {"matchLabels": names.executor_labels(app, run, attempt)},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }

@@ -32,6 +32,7 @@ class FakeKube(KubeClient):
         self.calls: list[tuple[str, str]] = []
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its driver container's log
         self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.executor_pods: list[dict[str, Any]] = []  # what list_executor_pods answers
 
     def get_app(self, namespace: str, name: str) -> dict[str, Any] | None:
         app = self.apps.get((namespace, name))
@@ -95,7 +96,7 @@ class FakeKube(KubeClient):
 
     def list_executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
         self.calls.append(("list_executor_pods", app))
-        return []
+        return copy.deepcopy(self.executor_pods)
 
     def release_lease(self, namespace: str, name: str, holder: str, now: datetime) -> bool:
         self.calls.append(("release_lease", f"{name}/{holder}"))
@@ -108,6 +109,10 @@ class FakeKube(KubeClient):
             return None
         pod["metadata"]["labels"].update(labels)
         return copy.deepcopy(pod)
+
+    def put(self, obj: dict[str, Any]) -> None:
+        self.calls.append((f"put {obj['kind']}", obj["metadata"]["name"]))
+        self.created.append(copy.deepcopy(obj))
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any] | None:
         metadata = obj["metadata"]

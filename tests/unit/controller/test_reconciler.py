@@ -4,6 +4,7 @@ of a reconciliation (status first, then actions). The fakes sit at the I/O bound
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,9 @@ from headrace.api import runtime_contract as contract
 from headrace.api.models import PendingOperation, PrewarmUpgrade, SavepointUpgrade, StreamingAppStatus
 from headrace.controller import drivers as drivers_module
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
+from headrace.controller.nodes import NodeStates
 from headrace.controller.reconciler import Reconciler
+from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import (
     Action,
     CreateSavepointResource,
@@ -76,7 +79,11 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
         [("read_log_tail", f"{DRIVER}/driver"), ("delete_pod", DRIVER)],  # no log to keep: the pod goes all the same
         [],
     ),
-    (MarkWriter(name=DRIVER), [("label_pod", DRIVER)], []),
+    (
+        MarkWriter(name=DRIVER, run=1, attempt=1),
+        [("put PodDisruptionBudget", names.executor_disruption_budget(APP)), ("label_pod", DRIVER)],  # budget first
+        [],
+    ),
     (ReleaseDriverLease(holder=DRIVER, reason="killed"), [("release_lease", f"{APP}-driver-lease/{DRIVER}")], []),
     (RescaleInPlace(pod=DRIVER, address="10.0.0.9", executors=3), [], [("rescale", "3")]),
     (PromoteDriver(pod=DRIVER, address="10.0.0.9"), [], [("promote", "10.0.0.9")]),
@@ -497,3 +504,29 @@ def test_an_ended_drivers_log_tail_is_kept_before_its_pod_is_deleted() -> None:
     assert len(kept["data"]["log"]) == manifests.DRIVER_LOG_MAX_CHARS and kept["data"]["log"].endswith("boom\n")
     assert kept["metadata"]["ownerReferences"][0]["uid"] == kube.apps[(NAMESPACE, APP)]["metadata"]["uid"]
     assert names.RUN not in kept["metadata"]["labels"]  # never pruned with an attempt's objects
+
+
+def _executor(run: int, attempt: int, node: str) -> dict[str, Any]:
+    labels = names.executor_labels(APP, run, attempt)
+    return {"metadata": {"name": f"{APP}-r{run}a{attempt}-exec-1", "labels": labels}, "spec": {"nodeName": node}}
+
+
+def test_a_writer_whose_attempts_executor_is_on_a_drained_node_is_told_so_only_while_a_node_drains() -> None:
+    """Its executors' budget holds that drain until a handover: the planner moves the driver as for its own node.
+    The app's executors are listed only while some node is being drained; another attempt's executors do not count."""
+    kube, driver, _, metrics = cluster()
+    states = {"w1": {"spec": {}}, "w2": {"spec": {}}}
+    nodes = NodeStates(lambda name: states[name], clock=lambda: 0.0)
+    reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, nodes=nodes)
+    writer = DriverPod(name=DRIVER, run=1, attempt=1, phase="Running", node="w1", writer=True)
+    observation = Observation(drivers=(writer,))
+    kube.executor_pods = [_executor(1, 1, "w1"), _executor(1, 2, "w2")]
+    nodes.observed("w1", states["w1"])
+    assert not nodes.any_draining()  # nothing drains: no list (what _observe asks first)
+    nodes.observed("w2", {"spec": {"unschedulable": True}})
+    assert nodes.any_draining()
+    told = reconciler._with_draining_executors(NAMESPACE, APP, observation)
+    assert told.drivers[0].executors_draining is False  # only a pre-warmed attempt's executor is there
+    nodes.observed("w1", {"spec": {"unschedulable": True}})
+    moved = Observation(drivers=(replace(writer, node="w0"),))
+    assert reconciler._with_draining_executors(NAMESPACE, APP, moved).drivers[0].executors_draining is True

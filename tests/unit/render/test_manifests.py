@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from headrace.api import models
 from headrace.api import runtime_contract as contract
 from headrace.core.builder import spec_hash
 from headrace.core.plan import EnsureDriver
@@ -133,6 +134,43 @@ def test_every_app_has_a_disruption_budget_that_lets_only_its_writing_driver_wai
     driver = manifests.driver_pod_manifest(_attempt())
     assert {**driver["metadata"]["labels"], "headrace.dev/writer": "true"}.items() >= selector.items()
     assert "headrace.dev/writer" not in driver["metadata"]["labels"]  # the operator labels it once it writes
+
+
+def test_the_writing_attempts_executors_have_a_budget_no_other_attempts_executor_counts_in() -> None:
+    """A drain evicts none of the writer's executors until the handover (issue 23): every executor carries its
+    attempt's labels (Spark's conf and the pod template), the budget selects the writer's attempt only (a pre-warmed
+    or standby attempt's executors are neither protected nor counted, so they cannot make one of the writer's
+    evictable), and its minAvailable is a number at least any spec's executors, so no rescale loosens it."""
+    writer, prewarmed = _attempt(), attempt(run=2, number=4)
+    labels = {
+        "app.kubernetes.io/managed-by": "headrace",
+        "app.kubernetes.io/instance": "clicks",
+        "headrace.dev/app": "clicks",
+        "headrace.dev/run": "2",
+        "headrace.dev/attempt": "3",
+        "headrace.dev/role": "executor",
+    }
+    conf = manifests.spark_conf(writer)
+    prefix = "spark.kubernetes.executor.label."
+    assert {key.removeprefix(prefix): value for key, value in conf.items() if key.startswith(prefix)} == labels
+    assert manifests.executor_pod_template(writer)["metadata"]["labels"] == labels
+    budget = manifests.executor_disruption_budget("clicks", "analytics", "uid-1", 2, 3)
+    assert budget["metadata"]["name"] == "clicks-executors"
+    assert budget["metadata"]["ownerReferences"][0]["uid"] == "uid-1"  # deleted with the app
+    assert "headrace.dev/run" not in budget["metadata"]["labels"]  # never pruned with an attempt's objects
+    assert budget["spec"] == {
+        "minAvailable": manifests.EXECUTORS_MOST,
+        "selector": {"matchLabels": labels},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",  # a broken executor never holds a drain
+    }
+    other = manifests.executor_pod_template(prewarmed)["metadata"]["labels"]
+    assert not other.items() >= budget["spec"]["selector"]["matchLabels"].items()
+    bounds = [
+        field.metadata
+        for field in (models.ExecutorSpec.model_fields["instances"], models.AutoscalerSpec.model_fields["maxExecutors"])
+    ]
+    most = [item.le for metadata in bounds for item in metadata if hasattr(item, "le") and item.le is not None]
+    assert most and max(most) <= manifests.EXECUTORS_MOST
 
 
 def test_every_app_has_one_ui_service_whose_name_and_selector_outlive_its_attempts() -> None:
