@@ -16,7 +16,6 @@ import argparse
 import base64
 import contextlib
 import json
-import shutil
 import tempfile
 import threading
 import urllib.error
@@ -145,7 +144,7 @@ class GcsClient:
         return data
 
 
-class FakeGcs(procs.Started):
+class FakeGcs(procs.ProcessInWorkdir):
     """fake-gcs-server with one bucket, listening on `address` (loopback; the node's bridge gateway for pods, which
     this machine reaches too). Its objects live in memory: they go when it stops."""
 
@@ -175,14 +174,6 @@ class FakeGcs(procs.Started):
     def names(self, prefix: str = "") -> list[str]:
         """Object names of the bucket under `prefix`."""
         return self.client().object_names(self.bucket, prefix)
-
-    def stop(self) -> None:
-        try:
-            if self._process is not None:
-                procs.stop(self._process, grace_seconds=5)
-                self._process = None
-        finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _unb64url(text: str) -> bytes:
