@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
-import shutil
 import tempfile
 import threading
 import urllib.error
@@ -144,7 +144,7 @@ class GcsClient:
         return data
 
 
-class FakeGcs(procs.Started):
+class FakeGcs(procs.ProcessInWorkdir):
     """fake-gcs-server with one bucket, listening on `address` (loopback; the node's bridge gateway for pods, which
     this machine reaches too). Its objects live in memory: they go when it stops."""
 
@@ -174,14 +174,6 @@ class FakeGcs(procs.Started):
     def names(self, prefix: str = "") -> list[str]:
         """Object names of the bucket under `prefix`."""
         return self.client().object_names(self.bucket, prefix)
-
-    def stop(self) -> None:
-        try:
-            if self._process is not None:
-                procs.stop(self._process, grace_seconds=5)
-                self._process = None
-        finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _unb64url(text: str) -> bytes:
@@ -303,13 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=4443)
     parser.add_argument("--bucket", default=BUCKET)
     args = parser.parse_args(argv)
-    with FakeGcs(args.bucket, args.address, args.port) as server:
+    # A plain kill unwinds too, so the server stops and its directory goes.
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        procs.terminated_as_interrupt(),
+        FakeGcs(args.bucket, args.address, args.port) as server,
+    ):
         print(f"fake-gcs-server at {server.endpoint} with bucket {server.bucket}; Ctrl-C stops it", flush=True)
-        try:
-            assert server._process is not None
-            server._process.popen.wait()
-        except KeyboardInterrupt:
-            pass
+        assert server._process is not None
+        server._process.popen.wait()
     return 0
 
 

@@ -17,7 +17,6 @@ import argparse
 import base64
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -146,7 +145,7 @@ def _split_record(record: Record) -> tuple[str | bytes | None, str | bytes]:
     return record if isinstance(record, tuple) else (None, record)
 
 
-class KafkaBroker(procs.Started):
+class KafkaBroker(procs.ProcessInWorkdir):
     """A running single-node KRaft broker; use as a context manager so it is always stopped and removed."""
 
     def __init__(self, heap: str = "512m", *, workdir: Path | None = None, pods: PodListener | None = None) -> None:
@@ -239,14 +238,6 @@ class KafkaBroker(procs.Started):
             return _read_until(consumer, ends, time.monotonic() + timeout_seconds)
         finally:
             consumer.close()
-
-    def stop(self) -> None:
-        """Kill the broker's process group and remove its directory. Idempotent."""
-        try:
-            if self._process is not None:
-                procs.stop(self._process, grace_seconds=5)
-        finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def create_topic(bootstrap_servers: str, name: str, partitions: int, *, exist_ok: bool = False) -> None:

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,6 +76,23 @@ class Started:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class ProcessInWorkdir(Started):
+    """A service that is one process group with a work directory of its own (its data, its log): `stop()` ends the
+    group (SIGTERM, then SIGKILL after a grace period) and removes the directory. Idempotent. Subclasses set
+    `workdir` and `_process` (None until started)."""
+
+    workdir: Path
+    _process: Process | None
+
+    def stop(self) -> None:
+        try:
+            if self._process is not None:
+                stop(self._process, grace_seconds=DEFAULT_GRACE_SECONDS)
+                self._process = None
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class ProcessFailedError(RuntimeError):

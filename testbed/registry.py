@@ -155,7 +155,7 @@ def _port() -> int:
     return PREFERRED_PORT
 
 
-class Registry(procs.Started):
+class Registry(procs.ProcessInWorkdir):
     """The registry on a free loopback port, serving TLS with a CA of its own, one user with a fresh password."""
 
     def __init__(self, storage: Path | None = None) -> None:
@@ -218,11 +218,3 @@ class Registry(procs.Started):
             return self.status("/v2/") == 200
         except OSError:
             return False
-
-    def stop(self) -> None:
-        try:
-            if self._process is not None:
-                procs.stop(self._process, grace_seconds=5)
-                self._process = None
-        finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)

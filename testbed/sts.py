@@ -257,7 +257,7 @@ class OpenIdIssuer(procs.Started):
             self._thread = None
 
 
-class MinioSts(procs.Started):
+class MinioSts(procs.ProcessInWorkdir):
     """MinIO over a temporary directory, trusting `issuer` for `audience`, with one bucket. It listens on
     `address` (loopback; the node's bridge gateway for pods, which this machine reaches too)."""
 
@@ -321,11 +321,3 @@ class MinioSts(procs.Started):
     def keys(self, prefix: str = "") -> list[str]:
         """Object keys of the bucket under `prefix` (root credentials)."""
         return self.client().list_keys(self.bucket, prefix)
-
-    def stop(self) -> None:
-        try:
-            if self._process is not None:
-                procs.stop(self._process, grace_seconds=5)
-                self._process = None
-        finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)

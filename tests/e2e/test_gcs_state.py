@@ -25,13 +25,12 @@ from headrace.api import names
 from headrace.render import identity, manifests
 from testbed import gcs, scenario
 from testbed.controlplane import create_namespace, delete_namespace
-from testbed.sink import wait_for_every_window
 
+from . import store_cases
 from .conftest import E2E
 
 pytestmark = pytest.mark.e2e
 
-COMMIT = re.compile(r"/commits/\d+$")
 EXECUTOR_STATE = re.compile(r"/state/\d+/\d+/")  # a stateful operator's files, written by the executors
 
 
@@ -80,13 +79,9 @@ def app(e2e: E2E, server: gcs.FakeGcs, tokens: gcs.GoogleTokens) -> Iterator[sce
             delete_namespace(api, namespace)
 
 
-def _commits(server: gcs.FakeGcs, app: scenario.AppHandle) -> set[str]:
-    return {name for name in server.names(f"{app.namespace}/state/") if COMMIT.search(name)}
-
-
 def test_commits_batches_and_executor_state_to_the_bucket(server: gcs.FakeGcs, app: scenario.AppHandle) -> None:
     started = time.monotonic()
-    app.wait(lambda: _commits(server, app), 420, f"a batch committed to GCS\n{app.diagnostics()}")
+    app.wait(lambda: store_cases.commits(server.names, app), 420, f"a batch committed to GCS\n{app.diagnostics()}")
     print(f"apply -> first batch committed to gs://: {time.monotonic() - started:.1f}s")
     executor_state = [name for name in server.names(f"{app.namespace}/state/") if EXECUTOR_STATE.search(name)]
     assert executor_state, "no state file of the executors on GCS"
@@ -114,43 +109,12 @@ def test_driver_and_executors_exchange_the_mounted_key_for_tokens(
 
 
 def test_driver_deleted_recovers_from_the_checkpoint_on_gcs(server: gcs.FakeGcs, app: scenario.AppHandle) -> None:
-    with scenario.Writer(app.input):
-        old = app.wait(lambda: app.running(names.ROLE_DRIVER), 120, "the driver")[0]
-        clock = time.monotonic()
-        app.core.delete_namespaced_pod(old.metadata.name, app.namespace, grace_period_seconds=0)
-        app.wait(
-            lambda: [pod for pod in app.running(names.ROLE_DRIVER) if pod.metadata.name != old.metadata.name],
-            300,
-            "a new driver attempt",
-        )
-        before = _commits(server, app)
-        app.wait(lambda: _commits(server, app) - before, 300, "a batch committed to GCS by the new driver")
-        print(f"driver force-deleted -> first batch of the new driver: {time.monotonic() - clock:.1f}s")
+    store_cases.driver_deleted_recovers_from_the_checkpoint(server.names, app, "GCS")
 
 
 def test_savepoint_on_gcs_restores_into_a_new_run(server: gcs.FakeGcs, app: scenario.AppHandle) -> None:
-    number = int(app.status()["run"]["number"])
-    args = list(app.app()["spec"]["application"]["args"])
-    args[args.index("--trigger-seconds") + 1] = "3"
-    with scenario.Writer(app.input):
-        clock = time.monotonic()
-        app.patch_spec({"application": {"args": args}})
-        status = app.wait(
-            lambda: (s := app.status()).get("phase") == "Running" and int(s["run"]["number"]) == number + 1 and s,
-            600,
-            "the new run restored from a savepoint",
-        )
-        before = _commits(server, app)
-        app.wait(lambda: _commits(server, app) - before, 300, "a batch of the restored run")
-        print(f"savepoint upgrade -> restored run commits: {time.monotonic() - clock:.1f}s")
-    restored = status["run"]["restoredFrom"]
-    prefix = f"gs://{server.bucket}/"
-    assert restored.startswith(f"{prefix}{app.namespace}/savepoints/"), restored
-    assert [name for name in server.names(restored.removeprefix(prefix)) if COMMIT.search(name)], "no commits in it"
+    store_cases.savepoint_restores_into_a_new_run(server.names, app, f"gs://{server.bucket}/")
 
 
 def test_sink_holds_every_event_exactly_once(app: scenario.AppHandle) -> None:
-    expected = scenario.expected_tumbling_counts(app.input.counted())
-    app.input.flush()
-    result = wait_for_every_window(app, expected, timeout=300)
-    assert {key: result[key] for key in expected} == dict(expected)
+    store_cases.sink_holds_every_event_exactly_once(app)

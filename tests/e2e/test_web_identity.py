@@ -23,15 +23,14 @@ from headrace.api import names
 from headrace.render import identity
 from testbed import objectstore, scenario, sts
 from testbed.controlplane import create_namespace, delete_namespace
-from testbed.sink import wait_for_every_window
 
+from . import store_cases
 from .conftest import E2E
 
 pytestmark = pytest.mark.e2e
 
 AUDIENCE = "sts.headrace.test"
 STATIC_KEYS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
-COMMIT = re.compile(r"/commits/\d+$")
 EXECUTOR_STATE = re.compile(r"/state/\d+/\d+/")  # a stateful operator's files, written by the executors
 
 
@@ -73,15 +72,11 @@ def app(e2e: E2E, minio: sts.MinioSts) -> Iterator[scenario.AppHandle]:
             delete_namespace(api, namespace)
 
 
-def _commits(minio: sts.MinioSts, app: scenario.AppHandle) -> set[str]:
-    return {key for key in minio.keys(f"{app.namespace}/state/") if COMMIT.search(key)}
-
-
 def test_commits_batches_to_the_bucket_with_credentials_from_its_web_identity(
     minio: sts.MinioSts, app: scenario.AppHandle
 ) -> None:
     started = time.monotonic()
-    app.wait(lambda: _commits(minio, app), 420, f"a batch committed to MinIO\n{app.diagnostics()}")
+    app.wait(lambda: store_cases.commits(minio.keys, app), 420, f"a batch committed to MinIO\n{app.diagnostics()}")
     print(f"apply -> first batch committed through web identity: {time.monotonic() - started:.1f}s")
     executor_state = [key for key in minio.keys(f"{app.namespace}/state/") if EXECUTOR_STATE.search(key)]
     assert executor_state, "no state file of the executors on MinIO"
@@ -118,43 +113,12 @@ def test_driver_and_executors_read_the_projected_token_and_hold_no_static_key(
 def test_driver_deleted_recovers_from_the_checkpoint_through_web_identity(
     minio: sts.MinioSts, app: scenario.AppHandle
 ) -> None:
-    with scenario.Writer(app.input):
-        old = app.wait(lambda: app.running(names.ROLE_DRIVER), 120, "the driver")[0]
-        clock = time.monotonic()
-        app.core.delete_namespaced_pod(old.metadata.name, app.namespace, grace_period_seconds=0)
-        app.wait(
-            lambda: [pod for pod in app.running(names.ROLE_DRIVER) if pod.metadata.name != old.metadata.name],
-            300,
-            "a new driver attempt",
-        )
-        before = _commits(minio, app)
-        app.wait(lambda: _commits(minio, app) - before, 300, "a batch committed to MinIO by the new driver")
-        print(f"driver force-deleted -> first batch of the new driver: {time.monotonic() - clock:.1f}s")
+    store_cases.driver_deleted_recovers_from_the_checkpoint(minio.keys, app, "MinIO")
 
 
 def test_savepoint_through_web_identity_restores_into_a_new_run(minio: sts.MinioSts, app: scenario.AppHandle) -> None:
-    number = int(app.status()["run"]["number"])
-    args = list(app.app()["spec"]["application"]["args"])
-    args[args.index("--trigger-seconds") + 1] = "3"
-    with scenario.Writer(app.input):
-        clock = time.monotonic()
-        app.patch_spec({"application": {"args": args}})
-        status = app.wait(
-            lambda: (s := app.status()).get("phase") == "Running" and int(s["run"]["number"]) == number + 1 and s,
-            600,
-            "the new run restored from a savepoint",
-        )
-        before = _commits(minio, app)
-        app.wait(lambda: _commits(minio, app) - before, 300, "a batch of the restored run")
-        print(f"savepoint upgrade -> restored run commits: {time.monotonic() - clock:.1f}s")
-    restored = status["run"]["restoredFrom"]
-    prefix = f"s3a://{minio.bucket}/"
-    assert restored.startswith(f"{prefix}{app.namespace}/savepoints/"), restored
-    assert [key for key in minio.keys(restored.removeprefix(prefix)) if COMMIT.search(key)], "no commits in it"
+    store_cases.savepoint_restores_into_a_new_run(minio.keys, app, f"s3a://{minio.bucket}/")
 
 
 def test_sink_holds_every_event_exactly_once(app: scenario.AppHandle) -> None:
-    expected = scenario.expected_tumbling_counts(app.input.counted())
-    app.input.flush()
-    result = wait_for_every_window(app, expected, timeout=300)
-    assert {key: result[key] for key in expected} == dict(expected)
+    store_cases.sink_holds_every_event_exactly_once(app)

@@ -1,9 +1,10 @@
 """Google Cloud Storage against a real GCS API server: the image's pinned Cloud Storage connector (docker/gcs),
 configured with exactly the settings the operator renders for ``spec.state.gcs``, checkpoints a stateful query to
 gs://, a second run replays the first's uncommitted batch and continues from that state, and the runtime's
-HadoopFileSystem copies the checkpoint on GCS server-side (the savepoint path). The server is the testbed's
-fake-gcs-server, which checks no credentials: the credentials modes that fetch a token (a service account key, the
-metadata server of Application Default Credentials) are proven against stand-ins of Google's token sources."""
+HadoopFileSystem copies the checkpoint on GCS server-side (the savepoint path) and deletes the copy (disposal). The
+server is the testbed's fake-gcs-server, which checks no credentials: the credentials modes that fetch a token (a
+service account key, the metadata server of Application Default Credentials) are proven against stand-ins of
+Google's token sources."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_checkpoint_on_gcs_survives_a_restart_and_copies(tmp_path: Path) -> None
         checkpoint, copy = f"gs://{server.bucket}/checkpoints/q", f"gs://{server.bucket}/savepoints/sp-1"
         state = {"endpoint": server.endpoint, "credentialsMode": "unauthenticatedEmulator"}
         store_conf = _store_conf(checkpoint, state)
-        env = {**os.environ, "STATE_CONF": json.dumps(store_conf)}
+        env = {**os.environ, "STATE_CONF": json.dumps(store_conf), "DISPOSE_COPY": "1"}
         command = [sys.executable, str(JOB), server.endpoint, checkpoint, copy, str(inputs), str(result)]
         completed = subprocess.run(
             [*command, ",".join(map(str, jars))], env=env, capture_output=True, text=True, timeout=600, check=False
@@ -54,6 +55,7 @@ def test_checkpoint_on_gcs_survives_a_restart_and_copies(tmp_path: Path) -> None
         assert completed.returncode == 0, completed.stderr[-4000:]
         outcome = json.loads(result.read_text())
         names = server.names("checkpoints/q/")
+        assert server.names("savepoints/sp-1/") == []  # disposed of through Hadoop's FileSystem
         assert "checkpoints/q/commits/1" in names
     assert outcome["runs"][0] == {"a": 2, "b": 1}
     assert outcome["runs"][1] == {"a": 3, "b": 3}  # counted on from the state the first run left on GCS
@@ -61,6 +63,7 @@ def test_checkpoint_on_gcs_survives_a_restart_and_copies(tmp_path: Path) -> None
     assert outcome["batches"] == [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"a": 3, "b": 3}]
     assert outcome["missing"] == ["offsets/999"]  # asked for, never there
     assert outcome["copied"] == outcome["files"]
+    assert outcome["copy_left"] is False
     assert outcome["server_side"] == len(outcome["files"])  # every file copied by the store (the connector's copy)
     assert any(name.startswith("state/") for name in outcome["files"])
     assert {f"checkpoints/q/{name}" for name in outcome["files"]} <= set(names)

@@ -9,7 +9,8 @@ the checkpoint is copied with the runtime's HadoopFileSystem. On S3, credentials
 AWS_SECRET_ACCESS_KEY, as the operator passes them, or from the provider named by S3A_CREDENTIALS_PROVIDER (the
 test of web identity), and the session has the defaults the operator renders for state on S3
 (`manifests.S3A_CHECKPOINT_DEFAULTS`). STATE_CONF (a JSON object of Spark settings) replaces all of that: the
-settings the operator renders for the store (the test of gs://), endpoint included.
+settings the operator renders for the store (the test of gs://), endpoint included. With DISPOSE_COPY the copy is
+deleted at the end (a savepoint's disposal).
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def main() -> None:
     copied = fs.list_files(copy_target)
     result = {"runs": runs, "batches": batches, "files": sorted(files), "missing": missing, "copied": sorted(copied)}
     result["server_side"] = fs.server_side_copies
+    if os.environ.get("DISPOSE_COPY"):  # then delete the copy, as a savepoint's disposal does
+        fs.delete(copy_target)
+        result["copy_left"] = fs.exists(copy_target)
     Path(result_path).write_text(json.dumps(result))
     spark.stop()
 

@@ -80,6 +80,9 @@ def test_decision(case: DisposalFacts, expected: Dispose | Retry | Release) -> N
         ("hdfs:///savepoints", "hdfs://namenode:8020/savepoints/analytics/clicks/sp", None),  # the default FS
         ("s3a://bucket/savepoints", "s3a://other/savepoints/analytics/clicks/sp", "is not this savepoint's"),
         ("s3a://bucket/savepoints", "gs://bucket/savepoints/analytics/clicks/sp", "is not this savepoint's"),
+        ("gs://bucket/savepoints", "gs://bucket/savepoints/analytics/clicks/sp", None),  # as the GCS connector has it
+        ("gs://bucket/savepoints", "gs://other/savepoints/analytics/clicks/sp", "is not this savepoint's"),
+        ("gs://bucket/savepoints", "s3a://bucket/savepoints/analytics/clicks/sp", "is not this savepoint's"),
         ("s3a://bucket/savepoints", "s3a://bucket/savepoints/analytics/clicks", "is not this savepoint's"),
         ("s3a://bucket/savepoints", "s3a://bucket/savepoints/analytics/clicks/sp/deeper", "is not this savepoint's"),
         ("s3a://bucket/savepoints", "s3a://bucket/savepoints/analytics/clicks/../clicks/sp", ".. segments"),
