@@ -131,7 +131,12 @@ def test_a_plain_kill_unwinds_the_clean_up_of_a_program_in_terminated_as_interru
         "import time; from pathlib import Path; from testbed import procs\n"
         "with procs.terminated_as_interrupt():\n"
         "    try:\n"
-        "        print('ready', flush=True); time.sleep(300)\n"
+        # Short sleeps: a signal that lands between the print and the start of a sleep runs its Python handler only
+        # when that sleep returns (CPython checks for handlers on EINTR, not before entering the sleep), so one
+        # long sleep missed it now and then (CI: still sleeping 60 s after SIGTERM, the handler run, nothing
+        # blocked or pending); a real bench loops in waits of a few seconds at most.
+        "        print('ready', flush=True)\n"
+        "        for _ in range(3000): time.sleep(0.1)\n"
         "    finally:\n"
         f"        Path({str(cleaned)!r}).write_text('yes')\n"
     )
