@@ -100,6 +100,9 @@ class RuntimeProcess:
                 "HEADRACE_CONTROL_BIND": "127.0.0.1",
                 "HEADRACE_TERMINATION_MESSAGE_PATH": str(self.termination_path),
                 "PYSPARK_PYTHON": sys.executable,
+                # The runtime's private conf directory (and Python's other temporary files) under the test's own
+                # directory: a driver killed with SIGKILL cannot remove it, and it must not stay in /tmp.
+                "TMPDIR": str(self._tmpdir()),
             }
         )
         env.update(self.env)
@@ -112,6 +115,11 @@ class RuntimeProcess:
                 start_new_session=True,
             )
         return self
+
+    def _tmpdir(self) -> Path:
+        tmpdir = self.workdir / f"{self.name}.tmp"
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        return tmpdir
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
