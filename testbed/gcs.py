@@ -17,11 +17,10 @@ import base64
 import contextlib
 import json
 import tempfile
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +179,7 @@ def _unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-class GoogleTokens(procs.Started):
+class GoogleTokens(procs.HttpServerThread):
     """Google's two token sources on loopback, as the connector's auth library calls them: OAuth 2.0's token
     endpoint for a service account key (a JWT bearer grant signed with the key's private key, verified here against
     its public key), and the metadata server that Application Default Credentials ask on GCE and GKE (GKE Workload
@@ -195,8 +194,6 @@ class GoogleTokens(procs.Started):
         self.grants: list[str] = []
         self.sources: list[str] = []
         self.refused: list[str] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def metadata_host(self) -> str:
@@ -274,19 +271,8 @@ class GoogleTokens(procs.Started):
             def log_message(self, *args: Any) -> None:
                 del args
 
-        self._server = ThreadingHTTPServer((self.address, self.port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._serve(self.address, self.port, Handler)
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self
@@ -76,6 +77,28 @@ class Started:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class HttpServerThread(Started):
+    """A service that is an HTTP server in a thread of this process: `_serve(address, port, handler)` starts it
+    (from `start()`), `stop()` shuts it down and joins the thread. Idempotent."""
+
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    def _serve(self, address: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer((address, port), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
 
 class ProcessInWorkdir(Started):

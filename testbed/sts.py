@@ -18,13 +18,12 @@ import os
 import secrets
 import shutil
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -171,7 +170,7 @@ def assume_role_with_web_identity(endpoint: str, role: str, token: str, seconds:
     )
 
 
-class OpenIdIssuer(procs.Started):
+class OpenIdIssuer(procs.HttpServerThread):
     """An OpenID issuer on loopback: its discovery document and JWKS, and RS256 tokens signed with its key."""
 
     ca_cert: Path | None = None  # plain HTTP
@@ -179,8 +178,6 @@ class OpenIdIssuer(procs.Started):
     def __init__(self, key_id: str = "headrace-test") -> None:
         self.key_id = key_id
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.port = procs.free_port(LOOPBACK)
 
     @property
@@ -242,19 +239,8 @@ class OpenIdIssuer(procs.Started):
             def log_message(self, *args: Any) -> None:
                 del args
 
-        self._server = ThreadingHTTPServer((LOOPBACK, self.port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._serve(LOOPBACK, self.port, Handler)
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
 
 class MinioSts(procs.ProcessInWorkdir):
