@@ -26,6 +26,17 @@ from testbed.controlplane import (
 # Packages whose tests start the machine's one real node (or build what it runs). Under `pytest -n 2`
 # (`make test`) they run in collection order on one worker, everything else on the other.
 NODE_PACKAGES = frozenset({"e2e", "testbed"})
+# Modules of those packages that start no node, containerd, registry or image build (pure code, or a control
+# plane, broker or object store of their own on loopback, as the other worker's tests start): they run on the
+# other worker, off the node's critical path (about 70 s of `tests/testbed`). A module not listed stays on the
+# node's worker, the safe default for a new one.
+NODE_FREE_MODULES = frozenset(
+    f"tests/testbed/test_{name}.py"
+    for name in (
+        "cluster_services", "controlplane", "example", "faults", "gcs", "go_builds", "host", "kafka_ids", "kind",
+        "objectstore", "pki", "procs", "scenario", "tools",
+    )
+)  # fmt: skip
 # The kind cluster's package: a third unit of work, handed to the first worker that runs out of its own.
 KIND_PACKAGE = "multinode"
 
@@ -38,12 +49,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def worker_share(nodeid: str) -> str:
-    """`node` for a test of the node's packages, `multinode` for the kind cluster's, `local` for any other (a
-    node id is `tests/<package>/...`)."""
+    """`node` for a test of the node's packages (but `NODE_FREE_MODULES`), `multinode` for the kind cluster's,
+    `local` for any other (a node id is `tests/<package>/...`)."""
     parts = nodeid.split("/")
     package = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
     if package == KIND_PACKAGE:
         return KIND_PACKAGE
+    if nodeid.split("::", maxsplit=1)[0] in NODE_FREE_MODULES:
+        return "local"
     return "node" if package in NODE_PACKAGES else "local"
 
 
