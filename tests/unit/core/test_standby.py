@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
+from headrace.core import fence
 from headrace.core.builder import spec_hash
-from headrace.core.observation import DriverPod, DriverProgress, Observation
+from headrace.core.observation import DriverLease, DriverPod, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, PromoteDriver
 from headrace.core.planner import decide
 from headrace.core.restarts import restart_begun
@@ -147,3 +148,18 @@ def test_a_loss_the_standby_covers_counts_as_a_restart() -> None:
     assert restart_begun(status, lost.status)
     again = decide(view(WARM, lost.status), Observation(drivers=(pod(deleting=True), standby_pod())), later(6))
     assert not restart_begun(lost.status, again.status)
+
+
+def test_a_lost_driver_whose_lease_expired_is_force_deleted_and_the_standby_promoted_once_it_is_gone() -> None:
+    """The same detection as a cold restart (issue 23): the Lease, read on the operator's schedule, expired; the
+    lost pod is force-deleted (grace 0, its driver provably stopped writing) and the standby promoted once it is
+    gone, without waiting for heartbeatTimeout."""
+    status = running()
+    old = pod(lease_guarded=True, node="worker-1")
+    expired = DriverLease(holder=old.name, lease_seconds=15, unchanged_since=later(10))
+    lost = decide(view(WARM, status), Observation(drivers=(old, standby_pod()), lease=expired), later(30))
+    assert DeletePod(name=old.name, reason=fence.LEASE_EXPIRED, grace_seconds=0) in lost.actions
+    assert "PromotingStandby" in [event.reason for event in lost.events]
+    assert not [action for action in lost.actions if isinstance(action, PromoteDriver)]
+    gone = decide(view(WARM, lost.status), Observation(drivers=(standby_pod(),), progress=WAITING), later(31))
+    assert PromoteDriver(pod=standby_pod().name, address=standby_pod().ip) in gone.actions
