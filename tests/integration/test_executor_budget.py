@@ -23,7 +23,16 @@ from headrace.api import names
 from testbed.operator_process import OperatorProcess
 
 from .driver_standin import Kubelet
-from .kube import app_manifest, create_app, driver_pods, events_for, mounted_spark_defaults, now_text, wait_for
+from .kube import (
+    app_manifest,
+    create_app,
+    driver_pods,
+    events_for,
+    mounted_spark_defaults,
+    now_text,
+    patch_spec,
+    wait_for,
+)
 from .nodes import kubeless_node, pinned_to
 
 APP = "guarded"
@@ -109,3 +118,27 @@ def test_a_writers_executor_is_not_evicted_while_ready_and_a_prewarmed_attempts_
         (event,) = wait_for(moving, timeout=90, interval=0.5, what="DriverMoving")
         assert "a node of its executors is being drained" in event.message
         assert driver.spec.node_name != node
+
+
+def test_the_budget_keeps_the_writers_executor_count_through_an_in_place_rescale(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """`kubectl get pdb` shows the count the budget keeps: minAvailable is the writer's executor count (not a ceiling
+    of 1000), and follows an in-place rescale, with the count recorded on the writer."""
+    with Kubelet(api, namespace, APP):
+        create_app(api, namespace, app_manifest(APP, executor={"instances": 2}))
+        wait_for(lambda: _writer(api, namespace), timeout=60, what="the driver runs its queries")
+
+        def kept(count: int) -> Any:
+            budget, writer = _budget(api, namespace), _writer(api, namespace)
+            if budget is None or writer is None or budget.spec.min_available != count:
+                return None
+            return writer.metadata.labels.get(names.EXECUTOR_BUDGET) == str(count)
+
+        wait_for(lambda: kept(2), timeout=30, what="the executors' budget for 2")
+        patch_spec(api, namespace, APP, {"executor": {"instances": 3}})
+        wait_for(lambda: kept(3), timeout=60, what="the executors' budget for 3 after the rescale")
+        patch_spec(api, namespace, APP, {"executor": {"instances": 1}})
+        wait_for(lambda: kept(1), timeout=60, what="the executors' budget for 1 after the rescale")
+        writer = _writer(api, namespace)
+        assert writer is not None and writer.metadata.labels[names.ATTEMPT] == "1"  # in place: no restart

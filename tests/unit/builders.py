@@ -49,6 +49,7 @@ def pod(run: int = 1, attempt: int = 1, phase: str = "Running", **fields: Any) -
         "running_since": T0 if phase == "Running" else None,
         "ip": "10.244.0.9",
         "writer": phase == "Running" and not fields.get("standby"),  # labelled once it writes (core/drain.py)
+        "executor_budget": 1 if phase == "Running" and not fields.get("standby") else None,  # ... for spec()'s 1
     }
     return DriverPod(
         name=f"clicks-r{run}-a{attempt}-driver", run=run, attempt=attempt, phase=phase, **{**defaults, **fields}

@@ -102,8 +102,31 @@ def test_the_writer_is_marked_with_its_attempt_whose_executors_the_budget_then_s
     unmarked = replace(OLD, writer=False)
     plan = decide(view(SPEC, status), Observation(drivers=(unmarked,), progress=PROCESSING), later(1))
     assert [action for action in plan.actions if isinstance(action, MarkWriter)] == [
-        MarkWriter(name=OLD.name, run=1, attempt=1)
+        MarkWriter(name=OLD.name, run=1, attempt=1, executors=1)
     ]
+
+
+# (what, the writer's label: the count its executors' budget was made for, spec.executor.instances, budget made again)
+BUDGETS = [
+    ("made for the count it runs with: left alone", 1, 1, None),
+    ("rescaled in place 1 -> 3: made again for 3", 1, 3, 3),
+    ("rescaled in place 3 -> 1: made again for 1", 3, 1, 1),
+    ("labelled by an older operator (minAvailable 1000): made for its count", None, 2, 2),
+]
+
+
+@pytest.mark.parametrize(("what", "labelled", "instances", "made"), BUDGETS, ids=[row[0] for row in BUDGETS])
+def test_the_executors_budget_follows_the_writers_executor_count(
+    what: str, labelled: int | None, instances: int, made: int | None
+) -> None:
+    """`kubectl get pdb` shows the count the budget keeps (minAvailable), not a ceiling of 1000: the operator puts
+    the budget again, and the label recording its count, whenever the writer's executor count changes."""
+    app_spec = spec(upgradeMode="savepoint", executor={"instances": instances})
+    status = _running(app_spec)
+    writer = replace(OLD, executor_budget=labelled)
+    plan = decide(view(app_spec, status), Observation(drivers=(writer,), progress=PROCESSING), later(2))
+    marks = [action.executors for action in plan.actions if isinstance(action, MarkWriter)]
+    assert marks == ([made] if made is not None else []), what
 
 
 def test_nothing_moves_off_a_node_that_is_not_drained_or_while_the_driver_starts() -> None:

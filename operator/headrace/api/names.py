@@ -23,6 +23,9 @@ STANDBY = "headrace.dev/standby"  # "true" on a driver pod created as a warm sta
 # "true" on the driver pod that runs the app's queries (set by the operator once it does): what the app's
 # PodDisruptionBudget protects, so a standby or a pre-warmed driver may be evicted, the writing driver not.
 WRITER = "headrace.dev/writer"
+# On the writer: the executor count its executors' budget (`executor_disruption_budget`) was last made for (its
+# minAvailable); the operator puts the budget again when the writer's executor count differs.
+EXECUTOR_BUDGET = "headrace.dev/executor-budget"
 ROLE_DRIVER = "driver"
 ROLE_EXECUTOR = "executor"
 DRIVER_SELECTOR = f"{MANAGED_BY}={MANAGED_BY_VALUE},{ROLE}={ROLE_DRIVER}"  # every driver pod the operator made

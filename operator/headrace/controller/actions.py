@@ -95,10 +95,11 @@ class Actions:
             case MarkWriter():
                 metadata = body["metadata"]
                 budget = manifests.executor_disruption_budget(
-                    metadata["name"], namespace, metadata["uid"], action.run, action.attempt
+                    metadata["name"], namespace, metadata["uid"], action.run, action.attempt, executors=action.executors
                 )
                 self._put_executor_budget(budget)  # before the label: a failed label is retried with it right
-                self._cached("pod", self.kube.label_pod(namespace, action.name, {names.WRITER: "true"}))
+                labels = {names.WRITER: "true", names.EXECUTOR_BUDGET: str(action.executors)}
+                self._cached("pod", self.kube.label_pod(namespace, action.name, labels))
                 return None
             case RescaleInPlace():
                 return None if self.drivers.rescale(body, action) else DRIVER_RETRY_SECONDS

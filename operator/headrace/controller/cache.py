@@ -69,7 +69,16 @@ SCHEMA_SETTLE_SECONDS = 120.0
 SCHEMA_CHECK_SECONDS = 5.0
 TOMBSTONES = 10_000  # uids of deleted objects remembered (a late write-through of one is ignored)
 
-_POD_LABELS = (names.APP, names.RUN, names.ATTEMPT, names.ROLE, names.SPEC_HASH, names.STANDBY, names.WRITER)
+_POD_LABELS = (
+    names.APP,
+    names.RUN,
+    names.ATTEMPT,
+    names.ROLE,
+    names.SPEC_HASH,
+    names.STANDBY,
+    names.WRITER,
+    names.EXECUTOR_BUDGET,
+)
 
 
 def _rv(body: dict[str, Any]) -> str:

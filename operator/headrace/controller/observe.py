@@ -128,9 +128,15 @@ def read_driver_pod(
         node=(pod.get("spec") or {}).get("nodeName"),
         node_draining=(pod.get("spec") or {}).get("nodeName") in draining_nodes,
         writer=labels.get(names.WRITER) == "true",
+        executor_budget=_count_label(labels.get(names.EXECUTOR_BUDGET)),
         containers_terminated=_all_terminated(pod),
         node_ready=(pod.get("spec") or {}).get("nodeName") in ready_nodes,
     )
+
+
+def _count_label(value: str | None) -> int | None:
+    """A label's non-negative count (None: absent or not a count)."""
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def lease_guarded(pod: dict[str, Any]) -> bool:

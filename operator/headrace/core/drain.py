@@ -56,9 +56,12 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
     run = builder.status.run
     assert run is not None
     progress = observation.progress
-    if not pod.writer and progress is not None and progress.ready and not pod.deleting:
-        # it writes: from now on its eviction, and its executors', waits for a handover
-        builder.actions.append(MarkWriter(name=pod.name, run=pod.run, attempt=pod.attempt))
+    executors = builder.status.executors or spec.executor.instances  # (0: a status from before it counted them)
+    labelled = pod.writer and pod.executor_budget == executors
+    if not labelled and progress is not None and progress.ready and not pod.deleting:
+        # it writes: from now on its eviction, and its executors', waits for a handover (the executors' budget
+        # follows its executor count: made again after an in-place rescale or the autoscaler's)
+        builder.actions.append(MarkWriter(name=pod.name, run=pod.run, attempt=pod.attempt, executors=executors))
     running = parse_spec_json(builder.status.lastReconciledSpec)
     following = observation.driver(run.number, run.attempt + 1)
     if following is not None and following.standby and following.node_draining and not following.deleting:

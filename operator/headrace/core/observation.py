@@ -39,6 +39,7 @@ class DriverPod:
     node: str | None = None  # the node it was scheduled to
     node_draining: bool = False  # ... which is being emptied: cordoned or tainted for removal (`core.drain`)
     writer: bool = False  # labelled as the writing driver (the one the PodDisruptionBudget protects)
+    executor_budget: int | None = None  # ... with its executors' budget made for this many (None: not labelled so)
     # a writer: one of its attempt's executors (which their budget keeps from eviction) is on a node being drained
     executors_draining: bool = False
     containers_terminated: bool = False  # its kubelet reports every container of the pod terminated

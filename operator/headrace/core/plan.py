@@ -75,6 +75,7 @@ class MarkWriter:
     name: str
     run: int
     attempt: int
+    executors: int  # the writer's executor count: the budget's minAvailable (and the label that records it)
 
 
 @dataclass(frozen=True)

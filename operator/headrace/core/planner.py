@@ -71,7 +71,7 @@ from headrace.core.builder import AppView, Builder, parse_spec_json, spec_hash, 
 from headrace.core.changes import classify_change, restart_requested
 from headrace.core.durations import parse_duration
 from headrace.core.observation import DriverPod, DriverProgress, Observation, Refusal
-from headrace.core.plan import FAILURE, RESCALED, DeletePod, Plan, RescaleInPlace, Started
+from headrace.core.plan import FAILURE, RESCALED, DeletePod, MarkWriter, Plan, RescaleInPlace, Started
 from headrace.core.restarts import exhausted_why, healthy_reset, record_failure, recovery_summary
 from headrace.core.startup import FIRST_BATCH_EVENT, first_batch_message
 from headrace.core.timefmt import format_time, parse_time
@@ -538,8 +538,8 @@ def _keep_progress(builder: Builder, observation: Observation) -> None:
 def _converge_when_idle(
     builder: Builder, spec: StreamingAppSpec, progress: DriverProgress | None, pod: DriverPod
 ) -> None:
-    if not builder.actions and builder.status.pendingOperation is None:
-        _converge_executors(builder, spec, progress, pod)
+    if all(isinstance(action, MarkWriter) for action in builder.actions) and builder.status.pendingOperation is None:
+        _converge_executors(builder, spec, progress, pod)  # (a MarkWriter: the executors' budget follows the count)
 
 
 def _converge_executors(

@@ -606,11 +606,9 @@ def driver_disruption_budget(attempt: Attempt) -> dict[str, Any]:
     }
 
 
-# The most executors any spec gives an attempt (spec.executor.instances and autoscaler.maxExecutors are at most this).
-EXECUTORS_MOST = 1000
-
-
-def executor_disruption_budget(app: str, namespace: str, app_uid: str, run: int, attempt: int) -> dict[str, Any]:
+def executor_disruption_budget(
+    app: str, namespace: str, app_uid: str, run: int, attempt: int, *, executors: int
+) -> dict[str, Any]:
     """The app's PodDisruptionBudget over the executors of its writing attempt (run, attempt: the writer's, and only
     its: a standby's or a pre-warmed driver's executors carry their own attempt's labels, so they are neither protected
     nor counted, and cannot make one of the writer's evictable). Created, or reshaped for the next writer, when the
@@ -618,14 +616,17 @@ def executor_disruption_budget(app: str, namespace: str, app_uid: str, run: int,
     processing with until the handover, after which the operator deletes that driver and Spark its executors (not
     evicted: no budget applies).
 
-    minAvailable is EXECUTORS_MOST, as a number: a percentage or maxUnavailable would make the disruption controller
-    ask the executors' owner, the driver pod, for a scale it has not. No healthy executor of the attempt is then ever
-    evictable, whatever their number: a rescale in place (spec.executor.instances, the autoscaler) changes how many
-    there are, never the budget; a budget asking for more pods than exist holds every eviction, which is what is
-    wanted until the handover takes them away. An executor that is not Ready may be evicted (AlwaysAllow, as the
-    driver's budget): a broken one never holds a drain. A budget of its own, not the drivers' reshaped: that one is
-    among the app's shared objects sent with every attempt (`app_objects`, whose digest must not follow the writer),
-    and keeps guarding a writer whose executors an older operator made without their attempt's labels."""
+    minAvailable is the writer's executor count (`executors`: status.executors, what the scale subresource reports),
+    as a number: a percentage or maxUnavailable would make the disruption controller ask the executors' owner, the
+    driver pod, for a scale it has not. No healthy executor of the attempt is then evictable while it has at most
+    that many (`kubectl get pdb` shows the count it keeps); after a rescale in place or the autoscaler's the operator
+    puts the budget again with the new count (the writer's label EXECUTOR_BUDGET records the count it was made for),
+    so only executors beyond the count (a scale-down Spark has not finished) may be evicted meanwhile, and a
+    scale-up holds every eviction until the new executors are counted. An executor that is not Ready may be evicted
+    (AlwaysAllow, as the driver's budget): a broken one never holds a drain. A budget of its own, not the drivers'
+    reshaped: that one is among the app's shared objects sent with every attempt (`app_objects`, whose digest must
+    not follow the writer), and keeps guarding a writer whose executors an older operator made without their
+    attempt's labels."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -636,7 +637,7 @@ def executor_disruption_budget(app: str, namespace: str, app_uid: str, run: int,
             "ownerReferences": [owner_reference(app, app_uid)],
         },
         "spec": {
-            "minAvailable": EXECUTORS_MOST,
+            "minAvailable": executors,
             "selector": {"matchLabels": names.executor_labels(app, run, attempt)},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },

@@ -12,7 +12,7 @@ import pytest
 from headrace.api import names
 from headrace.controller import cache as cache_module
 from headrace.controller.cache import Cache, Verifier, on_event, trim_pod
-from headrace.controller.observe import lease_guarded, serves_control_tls
+from headrace.controller.observe import lease_guarded, read_driver_pod, serves_control_tls
 from headrace.render import control_tls, manifests
 from tests.unit.builders import attempt
 
@@ -256,3 +256,15 @@ def test_the_cache_finds_the_apps_whose_driver_pods_are_on_a_node() -> None:
     cache.deleted("pod", pod("c", 2, app="orders"))
     assert cache.apps_on_node("w1") == {(NAMESPACE, "clicks")}
     assert cache.apps_on_node("w3") == set()
+
+
+def test_the_writers_executor_budget_label_is_kept_and_read_as_a_count() -> None:
+    """The count the executors' budget was made for (names.EXECUTOR_BUDGET) survives the trim, so the planner puts
+    the budget again only when the writer's executor count changed; a label that is not a count reads as none."""
+    body = pod("d1", 5, phase="Running")
+    body["metadata"]["labels"] |= {names.WRITER: "true", names.EXECUTOR_BUDGET: "3"}
+    driver = read_driver_pod(trim_pod(body))
+    assert driver is not None and (driver.writer, driver.executor_budget) == (True, 3)
+    body["metadata"]["labels"][names.EXECUTOR_BUDGET] = "three"
+    driver = read_driver_pod(trim_pod(body))
+    assert driver is not None and driver.executor_budget is None

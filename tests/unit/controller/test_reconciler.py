@@ -87,7 +87,7 @@ ACTION_TABLE: list[tuple[Action, list[tuple[str, str]], list[tuple[str, str]]]] 
         [],
     ),
     (
-        MarkWriter(name=DRIVER, run=1, attempt=1),
+        MarkWriter(name=DRIVER, run=1, attempt=1, executors=2),
         [("put PodDisruptionBudget", names.executor_disruption_budget(APP)), ("label_pod", DRIVER)],  # budget first
         [],
     ),
@@ -547,7 +547,7 @@ def test_a_refused_executors_budget_still_labels_the_writer(caplog: pytest.LogCa
         raise Refused(f"PodDisruptionBudget {obj['metadata']['name']}", 403, "denied by policy")
 
     kube.put = refuse  # type: ignore[method-assign]
-    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], MarkWriter(name=DRIVER, run=1, attempt=1))
+    reconciler.actions.act(kube.apps[(NAMESPACE, APP)], MarkWriter(name=DRIVER, run=1, attempt=1, executors=2))
     assert kube.calls == [("label_pod", DRIVER)]
     assert "the executors' budget was refused" in caplog.text
 

@@ -11,7 +11,7 @@ from headrace.api.models import ProgressSummary, SavepointRef, StreamingAppSpec,
 from headrace.api.runtime_contract import PHASE_FIRST_BATCH
 from headrace.core.attempts import worth_recording
 from headrace.core.observation import BatchTotals, DriverProgress, Observation
-from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
+from headrace.core.plan import DeletePod, EnsureDriver, MarkWriter, Plan, RescaleInPlace
 from headrace.core.planner import SUMMARY_DERIVED, _snake_case, _summary, decide
 from headrace.core.timefmt import format_time
 from tests.unit.builders import READY, T0, later, pod, seen, spec, view
@@ -818,14 +818,15 @@ def test_passive_autoscaler_recommends_in_status_and_one_event_and_settles() -> 
     status = step(status, seen(pod()), later(1), app_spec=passive).status
     events: list[str] = []
     for poll in range(1, 16):
-        plan = step(status, Observation(drivers=(pod(),), progress=_loaded(poll)), later(poll * 30), app_spec=passive)
+        plan = _poll(status, poll, passive)
         status = plan.status
         events += [event.message for event in plan.events if event.reason == "AutoscalerRecommends"]
         assert kinds(plan) == [], "passive mode only recommends"
     assert status.autoscaler is not None
     assert (status.autoscaler.action, status.autoscaler.executors, status.autoscaler.reason) == ("scale", 3, "ScaleUp")
     assert len(events) == 1 and events[0].startswith("would scale to 3 executors: utilization")
-    settled = step(status, Observation(drivers=(pod(),), progress=_loaded(15)), later(15 * 30 + 5), app_spec=passive)
+    writer = pod(executor_budget=2)
+    settled = step(status, Observation(drivers=(writer,), progress=_loaded(15)), later(15 * 30 + 5), app_spec=passive)
     assert settled.status == status and not settled.events, "a decision settles when only the clock moves"
 
 
@@ -847,8 +848,9 @@ def test_the_progress_summary_takes_every_field_of_the_progress_by_name() -> Non
 
 
 def _poll(status: StreamingAppStatus, poll: int, app_spec: StreamingAppSpec, **reported: Any) -> Plan:
+    writer = pod(executor_budget=status.executors)  # its executors' budget made for the count so far
     return step(
-        status, Observation(drivers=(pod(),), progress=_loaded(poll, **reported)), later(poll * 30), app_spec=app_spec
+        status, Observation(drivers=(writer,), progress=_loaded(poll, **reported)), later(poll * 30), app_spec=app_spec
     )
 
 
@@ -874,7 +876,10 @@ ACTIVE = spec(autoscaler={"mode": "active"}, executor={"instances": 2})
 
 def test_active_autoscaler_rescales_in_place_with_an_event_and_waits_for_the_executors() -> None:
     status, poll, plans = _scaled_up(ACTIVE)
-    assert plans[-1].actions == (RescaleInPlace(pod="clicks-r1-a1-driver", address="10.244.0.9", executors=3),)
+    assert plans[-1].actions == (
+        MarkWriter(name="clicks-r1-a1-driver", run=1, attempt=1, executors=3),  # the executors' budget follows
+        RescaleInPlace(pod="clicks-r1-a1-driver", address="10.244.0.9", executors=3),
+    )
     assert len(_events(plans[-1], "AutoscalerScaled")) == 1
     assert _events(plans[-1], "AutoscalerScaled")[0].startswith("executors 2 -> 3 in place (ScaleUp): utilization")
     assert status.executors == 3 and status.autoscaler is not None and status.autoscaler.target == 3
