@@ -27,6 +27,7 @@ from headrace.adapters.lease import LeaseClient
 from headrace.controller import leader
 from headrace.controller.cache import Cache, Verifier
 from headrace.controller.disposal import SavepointDisposer
+from headrace.controller.lease_sweep import LeaseSweep
 from headrace.controller.metrics import OperatorMetrics
 from headrace.controller.nodes import REFRESH_SECONDS, NodeStates
 from headrace.controller.reconciler import Reconciler
@@ -58,8 +59,9 @@ logger = logging.getLogger(__name__)
 
 def build_queue(
     settings: OperatorSettings, metrics: OperatorMetrics, kube: KubeClient, cache: Cache, nodes: NodeStates
-) -> WorkQueue:
-    """The work queue whose workers reconcile apps (every app again at least every resync period)."""
+) -> tuple[WorkQueue, Reconciler]:
+    """The work queue whose workers reconcile apps (every app again at least every resync period), and its
+    reconciler."""
     savepoints = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="savepoint")
     reconciler = Reconciler(
         kube,
@@ -78,12 +80,13 @@ def build_queue(
         delay = reconciler.reconcile(*key)
         return settings.resync_seconds if delay is None else min(delay, settings.resync_seconds)
 
-    return WorkQueue(
+    queue = WorkQueue(
         process,
         workers=settings.workers,
         on_wait=metrics.record_queue_wait,
         prepare=lambda key: reconciler.ask_ahead(*key),
     )
+    return queue, reconciler
 
 
 def may_watch_nodes(kube: KubeClient) -> bool:
@@ -117,14 +120,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         prometheus_client.start_http_server(settings.metrics_port)
     kube, cache = KubeClient(api_client()), Cache()
     nodes = NodeStates(kube.read_node)
-    queue = build_queue(settings, metrics, kube, cache, nodes)
+    queue, reconciler = build_queue(settings, metrics, kube, cache, nodes)
+    sweep = LeaseSweep(cache, reconciler.leases, queue.add, _now)  # a lost driver noticed from its Lease
     registry = kopf.OperatorRegistry()
     disposing = KubeClient(api_client())
     disposer = SavepointDisposer(disposing, StatusRecorder(disposing, cache, metrics), DriverControl(), _now)
     verifier = Verifier(functools.partial(verify, kube, cache, settings.namespaces), queue.add, settings.resync_seconds)
     watched = nodes.observed if may_watch_nodes(kube) else None
     handlers.register(
-        registry, queue, cache, settings.workers, verifier=verifier, dispose=disposer.dispose, nodes=watched
+        registry,
+        queue,
+        cache,
+        settings.workers,
+        verifier=verifier,
+        dispose=disposer.dispose,
+        nodes=watched,
+        lease_sweep=sweep,
     )
 
     def run() -> bool:

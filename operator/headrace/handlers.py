@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 
@@ -51,6 +51,16 @@ NodeObserved = Callable[[str, dict[str, Any] | None], bool]
 Dispose = Callable[[dict[str, Any], int, float], tuple[float, str] | None]
 
 
+class Periodic(Protocol):
+    """Work the operator does on a schedule of its own while the workers run (`headrace.controller.lease_sweep`)."""
+
+    def start(self) -> None:
+        """Start, on the running loop."""
+
+    async def stop(self) -> None:
+        """Stop."""
+
+
 def register(
     registry: kopf.OperatorRegistry,
     queue: WorkQueue,
@@ -60,11 +70,13 @@ def register(
     verifier: Verifier,
     dispose: Dispose | None = None,
     nodes: NodeObserved | None = None,
+    lease_sweep: Periodic | None = None,
 ) -> None:
     """Register the handlers on `registry`; they start, feed and stop `queue` (run by `workers` workers), feed
     `cache`, run `verifier` (which checks the cache after a watch relisted, and periodically), with `dispose`,
-    delete the files of StreamingSavepoints deleted with disposeOnDelete and, with `nodes` (`NodeStates.observed`),
-    watch Nodes into it."""
+    delete the files of StreamingSavepoints deleted with disposeOnDelete, with `nodes` (`NodeStates.observed`),
+    watch Nodes into it and, with `lease_sweep`, run it (the drivers' Leases read on a schedule) while the workers
+    run."""
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -77,12 +89,16 @@ def register(
         configure(settings)
         queue.start()
         verifier.start()
+        if lease_sweep is not None:
+            lease_sweep.start()
         logger.info("headrace operator started with %d workers", workers)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         """Stop the workers."""
         await verifier.stop()
+        if lease_sweep is not None:
+            await lease_sweep.stop()
         await queue.stop()
 
     for kind, resource in WATCHED.items():

@@ -13,6 +13,7 @@ the kind cluster instead: tests/multinode/test_node_loss.py.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -151,6 +152,49 @@ def test_a_partitioned_driver_that_still_renews_its_lease_is_never_force_deleted
         assert waiting()
         holder.stop()  # it stops at last (the renew deadline, or the partition reached the API server too)
         _assert_started_after_expiry(api, namespace, holder)
+        assert kubelet.live_seen == []
+
+
+def _failure_reason(api: ApiClient, namespace: str) -> str | None:
+    return ((get_app(api, namespace, APP).get("status") or {}).get("restarts") or {}).get("lastFailureReason")
+
+
+def test_a_lost_drivers_expired_lease_is_noticed_within_ten_seconds_of_its_last_renewal_plus_the_lease(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """Powered off, or cut off from everything: the driver stops answering and renewing at the same moment, and
+    nobody deletes its pod. The operator reads every running driver's Lease every 10 s (`fence.LEASE_READ_SECONDS`,
+    whether or not the driver answers), so the expiry counts from at most 10 s after the last renewal: the failure
+    (`DriverLeaseExpired`) follows the last renewal by the Lease + the margin + at most 10 s (+ 2 s of reads and
+    queueing), instead of a 30 s progress poll + the missed call's timeout + the Lease + the margin; never sooner
+    than the Lease + the margin (the fence's proof)."""
+    with _driver_on_a_node(api, namespace) as (kubelet, old, holder):
+        asked = kubelet.drivers[old.metadata.name].batch  # one batch per status call
+        time.sleep(random.uniform(10, 20))  # noqa: S311 - renewing; the loss falls anywhere between two reads
+        asked = kubelet.drivers[old.metadata.name].batch - asked
+        # the progress poll (30 s) does not find it: a new batch per call no longer re-decides and rewrites the
+        # status in a loop (before: hundreds of calls, one of which found it silent within a second)
+        assert asked <= 4, f"the driver was asked {asked} times in 10-20 s"
+        holder.stop()
+        kubelet.freeze(old.metadata.name)
+        assert holder.last_renewal is not None
+        wait_for(
+            lambda: _failure_reason(api, namespace) == fence.LEASE_EXPIRED,
+            timeout=2 * (LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS + fence.LEASE_READ_SECONDS),
+            interval=0.1,
+            what="the lost driver failed as DriverLeaseExpired",
+        )
+        noticed = (datetime.now(UTC) - holder.last_renewal).total_seconds()
+        following = wait_for(lambda: _running(api, namespace, 2), timeout=60, what="attempt 2 runs")
+        made = (following.metadata.creation_timestamp - holder.last_renewal).total_seconds()  # whole seconds
+        print(
+            f"last renewal -> DriverLeaseExpired {noticed:.1f}s, -> attempt 2 created {made:.0f}s "
+            f"(Lease {LEASE_SECONDS}s + margin {fence.FENCE_MARGIN_SECONDS:g}s; Lease read every "
+            f"{fence.LEASE_READ_SECONDS:g}s; the driver asked {asked} times in the last seconds it answered)"
+        )
+        bound = LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS + fence.LEASE_READ_SECONDS + 2
+        assert LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS - 1 <= noticed <= bound, noticed
+        assert _pod(api, namespace, 1) is None  # force-deleted (grace 0)
         assert kubelet.live_seen == []
 
 

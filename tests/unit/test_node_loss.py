@@ -3,13 +3,16 @@ driver Lease proves it stopped writing, never before (the planner's side; the pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+
+import pytest
 
 from headrace.api.models import StreamingAppStatus
 from headrace.core import fence
 from headrace.core.observation import DriverLease, DriverPod, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, ReleaseDriverLease
-from headrace.core.planner import decide
+from headrace.core.planner import PROGRESS_POLL_SECONDS, decide
 
 from .builders import T0, later, pod, seen, view
 
@@ -45,6 +48,41 @@ def test_a_driver_that_stops_answering_and_renewing_is_replaced_before_the_heart
     # failure replaces lastFailureReason, never this event)
     (event,) = [event for event in failed.events if event.reason == "DriverFailed"]
     assert OLD.name in event.message and fence.LEASE_EXPIRED_WORDS in event.message
+
+
+def test_a_driver_whose_own_lease_expired_is_failed_even_before_a_status_call_misses() -> None:
+    """The Lease, read on the operator's schedule, tells first: its driver stopped writing at its renew deadline
+    (or is dead), whatever its last answer said; the call that would miss could only wait for its timeout."""
+    status = _running()
+    answered = replace(seen(OLD), lease=_lease(30))
+    kept = decide(view(status=status), answered, later(49))
+    assert kept.actions == () and kept.status == status
+    failed = decide(view(status=status), replace(seen(OLD), progress=None, lease=_lease(30)), later(50))
+    assert DeletePod(name=OLD.name, reason=fence.LEASE_EXPIRED, grace_seconds=0) in failed.actions
+    assert failed.status.restarts.lastFailureReason == fence.LEASE_EXPIRED
+    message = failed.status.restarts.lastFailureMessage or ""
+    assert fence.LEASE_EXPIRED_WORDS in message and "has not answered" not in message
+
+
+# (what, observation at each poll): a running driver renewing its Lease, decided at each of the progress polls and
+# Lease reads, says the same status every time: the Lease's cadence costs no status write
+RENEWING = [
+    ("answering, Lease not read (between the Lease's reads)", lambda second: seen(OLD)),
+    ("answering, Lease read and renewed", lambda second: replace(seen(OLD), lease=_lease(second - 1))),
+    ("answering, Lease never taken yet (still starting)", lambda second: replace(seen(OLD), lease=_lease(0, None))),
+]
+
+
+@pytest.mark.parametrize(("what", "observed"), RENEWING, ids=[row[0] for row in RENEWING])
+def test_a_renewing_driver_decided_again_and_again_keeps_its_status_and_its_thirty_second_poll(
+    what: str, observed: Callable[[int], Observation]
+) -> None:
+    status = decide(view(status=_running()), seen(OLD), later(300)).status  # stable, healthy
+    for second in range(310, 700, 10):
+        plan = decide(view(status=status), observed(second), later(second))
+        assert plan.actions == () and plan.events == (), (what, second)
+        assert plan.status == status, (what, second)  # no status write
+        assert plan.requeue_after == PROGRESS_POLL_SECONDS, (what, second)
 
 
 def test_a_driver_that_still_renews_its_lease_is_not_failed_before_the_heartbeat_timeout() -> None:

@@ -209,6 +209,11 @@ class Cache:
         with self._lock:
             return apps_on(self._objects["pod"].values(), node)
 
+    def apps_with_pods(self) -> list[AppKey]:
+        """The apps with at least one driver pod held."""
+        with self._lock:
+            return [key for key, uids in self._by_app["pod"].items() if uids]
+
     def size(self) -> dict[Kind, int]:
         """How many objects of each kind are held."""
         with self._lock:

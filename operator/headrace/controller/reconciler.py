@@ -42,12 +42,13 @@ from headrace.controller.observe import (
     ended_nodes,
     lease_wanted,
     observe,
+    read_driver_pod,
     running_nodes,
 )
 from headrace.controller.savepoint_calls import SavepointCalls
 from headrace.controller.status_recorder import StatusRecorder
-from headrace.core import executors
-from headrace.core.observation import Observation, Refusal
+from headrace.core import executors, fence
+from headrace.core.observation import DriverLease, Observation, Refusal
 from headrace.core.plan import Action, EnsureDriver, Plan, SetSavepointStatus
 from headrace.core.planner import AppView, decide
 from headrace.core.validation import DEFAULT_POLICY, TenantPolicy
@@ -97,7 +98,8 @@ class Reconciler:
             drivers=self.drivers,
             savepoints=self.savepoints,
         )
-        self._leases = DriverLeases(kube.read_lease, clock)  # driver Leases as read, for the fence
+        # driver Leases as read, for the fence (also read on a schedule of their own: `LeaseSweep`)
+        self.leases = DriverLeases(kube.read_lease, clock)
         # whether the drivers' nodes are being drained or lost (fed by the Node watch too: `headrace.handlers`)
         self._nodes = nodes if nodes is not None else NodeStates(kube.read_node)
 
@@ -147,7 +149,7 @@ class Reconciler:
             self.metrics.forget_app((namespace, name))
             self.drivers.forget(namespace, name)
             self.attempts.forget(namespace, name)
-            self._leases.forget(namespace, name)
+            self.leases.forget(namespace, name)
             return None
         view = dataclasses.replace(app_view(body), policy=self.policy)
         if view.status_problems and view.deleting_since is not None and view.final_savepoint_finalizer:
@@ -191,7 +193,15 @@ class Reconciler:
         metadata = body["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         pods = self.cache.pods(namespace, name)
-        driver_status, unanswered = self.drivers.answer(body, pods)
+        lease = self.leases.observe(namespace, name) if self._lease_suspect(body, pods) else None
+        if lease is not None and _expired_for_current(body, pods, lease, self.clock()):
+            # it stopped writing and exited (LeaseLost) or is lost with its node: it would not answer, and asking
+            # could only wait for the call's timeout
+            driver_status, unanswered = None, True
+        else:
+            driver_status, unanswered = self.drivers.answer(body, pods)
+        if lease is None and lease_wanted(pods, unanswered=unanswered):
+            lease = self.leases.observe(namespace, name)
         observation = observe(
             pods,
             self.cache.savepoints(namespace, name),
@@ -199,7 +209,7 @@ class Reconciler:
             unanswered=unanswered,
             savepoints_in_flight=self.savepoints.in_flight(namespace),
             prewarmed_status=self.drivers.prewarmed_status(body, view.status, pods),
-            lease=self._leases.observe(namespace, name) if lease_wanted(pods, unanswered=unanswered) else None,
+            lease=lease,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
             ready_nodes=self._nodes.ready(ended_nodes(pods)),
         )
@@ -208,6 +218,13 @@ class Reconciler:
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone
             observation = self._with_deleted_executors(namespace, name, observation)
         return observation
+
+    def _lease_suspect(self, body: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+        """Whether the app's Lease, as last read (`LeaseSweep`, or an earlier reconcile), may have expired for its
+        current driver: then it is read again before the driver is asked (which could only wait for a timeout)."""
+        metadata = body["metadata"]
+        last = self.leases.last(metadata["namespace"], metadata["name"])
+        return last is not None and _expired_for_current(body, pods, last[0], self.clock())
 
     def _with_draining_executors(self, namespace: str, name: str, observation: Observation) -> Observation:
         """The writing driver, when one of its attempt's executors is on a node being drained (one list of the app's
@@ -268,6 +285,13 @@ def _after_status_write(plan: Plan) -> float:
     driver pod is being created (then its scheduling is waited for, see SCHEDULING_SECONDS)."""
     creating = any(isinstance(action, EnsureDriver) and not action.check_only for action in plan.actions)
     return SCHEDULING_SECONDS if creating else AGAIN
+
+
+def _expired_for_current(body: dict[str, Any], pods: list[dict[str, Any]], lease: DriverLease, now: datetime) -> bool:
+    """Whether `lease` counts expired for the app's current running driver (`fence.lease_expired`)."""
+    pod = current_driver_pod(body, pods)
+    driver = read_driver_pod(pod) if pod is not None else None
+    return driver is not None and fence.lease_expired(driver, lease, now)
 
 
 def _gone(body: dict[str, Any]) -> bool:

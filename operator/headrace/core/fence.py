@@ -26,8 +26,12 @@ gone keeps the rule above: its Lease's expiry. A pod gone from the API is no pro
 it while its container may still run), so the release is decided while the terminated pod is still there (the
 operator deletes a failed attempt's pod in the same plan).
 
-`lease_expired` is the fast detector: a running driver that stopped answering and whose own Lease is expired has
-stopped itself (or is dead), a failure recognised without waiting out restartPolicy.heartbeatTimeout.
+`lease_expired` is the fast detector: a running driver whose own Lease is expired has stopped itself (or is dead),
+whether or not it still answers, a failure recognised without waiting out restartPolicy.heartbeatTimeout. How soon
+it is recognised depends on how soon the operator first reads the Lease's last version: `watched` apps (a driver
+made with the Lease that has not ended) have their Lease read every LEASE_READ_SECONDS (`read_due`), whether or not
+the driver answers, so the expiry counts from at most that long after the last renewal, and `expired_holder` says
+when an app is worth deciding at once.
 Never: I/O or the clock.
 """
 
@@ -47,6 +51,10 @@ LEASE_EXPIRED = "DriverLeaseExpired"  # a failure's reason: the running driver's
 LEASE_EXPIRED_WORDS = "its driver Lease expired"  # ... in that failure's message (and event), which names the pod
 FORCE_DELETED = "DriverForceDeleted"  # the event of a forced deletion
 WAITING = "WaitingForDriverLease"  # Progressing's reason while a stuck pod's driver may still write
+# How often the operator reads the driver Lease of a `watched` app: the expiry counts from the first read of the
+# Lease's last version, so a lost driver is failed at most this long + the Lease's duration + the margin after its
+# last renewal (one GET per app per period: 100/s at 1,000 apps; the driver renews every 2 s).
+LEASE_READ_SECONDS = 10.0
 
 
 def _expired(lease: DriverLease, now: datetime) -> bool:
@@ -66,6 +74,23 @@ def lease_expired(pod: DriverPod, lease: DriverLease | None, now: datetime) -> b
     if not pod.lease_guarded or lease is None:
         return False
     return (not lease.exists or lease.holder == pod.name) and _expired(lease, now)
+
+
+def watched(pods: tuple[DriverPod, ...]) -> bool:
+    """Whether the app's Lease is worth reading on the operator's schedule: a driver of `pods` made with the Lease has
+    not ended (it may hold the Lease, and stop renewing it with its node)."""
+    return any(pod.lease_guarded and not pod.terminated for pod in pods)
+
+
+def read_due(last_read: datetime | None, now: datetime) -> bool:
+    """Whether a `watched` app's Lease is to be read again (never read, or last read LEASE_READ_SECONDS ago)."""
+    return last_read is None or (now - last_read).total_seconds() >= LEASE_READ_SECONDS
+
+
+def expired_holder(pods: tuple[DriverPod, ...], lease: DriverLease | None, now: datetime) -> DriverPod | None:
+    """A driver of `pods` that has not ended and whose Lease counts expired (`lease_expired`): the app is worth
+    deciding now (its driver is failed, or its stuck pod force-deleted). None: none."""
+    return next((pod for pod in pods if not pod.terminated and lease_expired(pod, lease, now)), None)
 
 
 def stopped(pod: DriverPod, lease: DriverLease | None, now: datetime) -> bool:

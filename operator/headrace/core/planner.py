@@ -107,6 +107,9 @@ AUTOSCALER_RECOMMENDS = "AutoscalerRecommends"  # passive mode: what the autosca
 AUTOSCALER_SCALED = "AutoscalerScaled"  # active mode: it rescaled the executors in place
 AUTOSCALER_REFUSED = "AutoscalerRefused"  # a safeguard, bound or quota refuses what the load asks for
 PROGRESS_POLL_SECONDS = 30.0  # how often a running driver's progress is read into status
+# ... whose per-batch figures are recorded when its batches moved on this long since the recorded ones: a little
+# less than the poll, so that every poll records them and reconciles in between (after a write, an event) do not
+PROGRESS_RECORD_SECONDS = 25.0
 STARTUP_POLL_SECONDS = 2.0  # ... while it starts up and has not committed its first batch
 STARTUP_POLL_WINDOW_SECONDS = 300.0  # ... for at most this long after its container started
 RESTORE_POLL_SECONDS = 10.0
@@ -299,9 +302,23 @@ def pull_hint(waiting: str | None) -> str:
 
 
 def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod: DriverPod) -> bool:
-    """A running driver that has not answered status calls for heartbeatTimeout is failed (and replaced)."""
+    """A running driver whose own Lease expired (answering or not: it stopped writing), or that has not answered
+    status calls for heartbeatTimeout, is failed (and replaced)."""
     run = builder.status.run
     assert run is not None
+    if fence.lease_expired(pod, observation.lease, builder.now):
+        since = parse_time(run.unansweredSince) if run.unansweredSince else None  # calls it missed before
+        silent = (
+            f"has not answered the operator's status calls for {(builder.now - since).total_seconds():.0f}s and "
+            if since is not None
+            else ""
+        )
+        message = (
+            f"driver {pod.name} {silent}{fence.LEASE_EXPIRED_WORDS}: it stopped writing (its node is lost or "
+            "partitioned away, or it is dead)"
+        )
+        _failure(builder, spec, pod, fence.LEASE_EXPIRED, message, observation=observation)
+        return True
     if not observation.unanswered:
         run.unansweredSince = None
         return False
@@ -309,13 +326,6 @@ def _unresponsive(builder: Builder, spec: StreamingAppSpec, observation: Observa
     run.unansweredSince = format_time(since)
     timeout = parse_duration(spec.restartPolicy.heartbeatTimeout)
     waited = (builder.now - since).total_seconds()
-    if fence.lease_expired(pod, observation.lease, builder.now):
-        message = (
-            f"driver {pod.name} has not answered the operator's status calls for {waited:.0f}s and "
-            f"{fence.LEASE_EXPIRED_WORDS}: it stopped writing (its node is lost or partitioned away, or it is dead)"
-        )
-        _failure(builder, spec, pod, fence.LEASE_EXPIRED, message, observation=observation)
-        return True
     if waited < timeout:
         lease = observation.lease
         recheck = fence.until_expired(lease, builder.now) if lease is not None and pod.lease_guarded else timeout
@@ -408,7 +418,9 @@ def _running(builder: Builder, spec: StreamingAppSpec, observation: Observation,
         return
     if observation.progress is not None:
         _follow_start_up(builder, run, pod, observation.progress, since)
-        builder.status.progress = _summary(observation.progress, builder.status.progress)
+        builder.status.progress = _recorded(
+            builder.status.progress, _summary(observation.progress, builder.status.progress)
+        )
         _autoscale(builder, spec, observation.progress, since)
         if builder.status.restarts.startupFailures and failures.committed_in_attempt(builder.status.progress, run):
             builder.status.restarts = builder.status.restarts.model_copy(update={"startupFailures": 0})
@@ -518,7 +530,9 @@ def _wanted_executors(builder: Builder, spec: StreamingAppSpec) -> int:
 def _keep_progress(builder: Builder, observation: Observation) -> None:
     """While an upgrade's new driver warms, the old one keeps processing: its progress stays in status."""
     if observation.progress is not None:
-        builder.status.progress = _summary(observation.progress, builder.status.progress)
+        builder.status.progress = _recorded(
+            builder.status.progress, _summary(observation.progress, builder.status.progress)
+        )
 
 
 def _converge_when_idle(
@@ -552,6 +566,40 @@ SUMMARY_DERIVED = frozenset({"committedBatches", "lastBatchTime", "firstBatchAt"
 def _snake_case(name: str) -> str:
     """lastBatchId -> last_batch_id."""
     return "".join(f"_{char.lower()}" if char.isupper() else char for char in name)
+
+
+PER_BATCH = frozenset(
+    {
+        "lastBatchId",
+        "lastBatchTime",
+        "inputRowsPerSecond",
+        "processedRowsPerSecond",
+        "watermark",
+        "stateRows",
+        "sourceBacklog",
+        "committedBatches",
+    }
+)
+"""Fields of ProgressSummary that change with every batch: recorded at most once per PROGRESS_RECORD_SECONDS of the
+driver's batches (`_recorded`); a change of any other field (firstBatchAt, registeredExecutors, a query's first
+commit) is recorded at once."""
+
+
+def _recorded(previous: ProgressSummary | None, new: ProgressSummary) -> ProgressSummary:
+    """The progress to record: `new`, unless all it changes are the per-batch figures of batches committed within
+    PROGRESS_RECORD_SECONDS (by the driver's clock, against its own earlier batch) of the recorded one: then the
+    recorded one stays (no status write). So however often the driver is asked (a reconcile right after a status
+    write, or for an event), its progress costs at most one status write per poll."""
+    if previous is None or previous.lastBatchTime is None or new.lastBatchTime is None:
+        return new
+    if any(
+        getattr(new, name) != getattr(previous, name) for name in ProgressSummary.model_fields if name not in PER_BATCH
+    ):
+        return new
+    if set(new.committedBatches or {}) != set(previous.committedBatches or {}):
+        return new
+    since = (parse_time(new.lastBatchTime) - parse_time(previous.lastBatchTime)).total_seconds()
+    return new if since >= PROGRESS_RECORD_SECONDS or since <= 0 else previous
 
 
 def _summary(progress: DriverProgress, previous: ProgressSummary | None) -> ProgressSummary:

@@ -18,9 +18,13 @@ from headrace.api import models, names
 from headrace.api import runtime_contract as contract
 from headrace.api.models import PendingOperation, PrewarmUpgrade, SavepointUpgrade, StreamingAppStatus
 from headrace.controller import drivers as drivers_module
+from headrace.controller import observe as observe_module
+from headrace.controller.driver_leases import DriverLeases
 from headrace.controller.metrics import ACTIONS, OperatorMetrics
 from headrace.controller.nodes import NodeStates
 from headrace.controller.reconciler import Reconciler
+from headrace.core import fence
+from headrace.core.election import LeaseRecord, StoredLease
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import (
     Action,
@@ -36,10 +40,12 @@ from headrace.core.plan import (
     SetSavepointStatus,
     TakeSavepoint,
 )
+from headrace.core.planner import decide
 from headrace.core.timefmt import format_time
 from headrace.render import control_tls, manifests
 from headrace.settings import OperatorSettings
-from tests.unit.builders import T0, certificate, spec
+from tests.unit.builders import T0, attempt, certificate, seen, spec, view
+from tests.unit.builders import pod as builders_pod
 
 from .fakes import FakeCache, FakeDriver, FakeKube
 
@@ -544,3 +550,43 @@ def test_a_refused_executors_budget_still_labels_the_writer(caplog: pytest.LogCa
     reconciler.actions.act(kube.apps[(NAMESPACE, APP)], MarkWriter(name=DRIVER, run=1, attempt=1))
     assert kube.calls == [("label_pod", DRIVER)]
     assert "the executors' budget was refused" in caplog.text
+
+
+def test_a_driver_whose_lease_was_read_expired_is_failed_without_being_asked() -> None:
+    """The Lease sweep read the current driver's Lease unchanged for 15 s + the margin: the reconcile it queues reads
+    the Lease again (a hint is no proof), asks the driver nothing (on a lost node the call could only wait for its
+    timeout) and fails it with its pod force-deleted."""
+    kube, driver, reconciler, _ = cluster()
+    pod = manifests.driver_pod_manifest(attempt())
+    pod["metadata"] |= {"uid": "uid-d1"}
+    pod["status"] = {"phase": "Running", "podIP": "10.0.0.9", "containerStatuses": [{"state": {"running": {}}}]}
+    assert observe_module.lease_guarded(pod)
+    running = decide(view(), seen(), T0).status
+    running = decide(view(status=running), seen(builders_pod(lease_guarded=True)), T0).status
+    kube.apps[(NAMESPACE, APP)] = app_body(running.model_dump(mode="json", exclude_none=True))
+    kube.pods[(NAMESPACE, DRIVER)] = pod
+    version = ["7"]
+    reads: list[str] = []
+
+    def read_lease(namespace: str, name: str) -> StoredLease:
+        reads.append(name)
+        return StoredLease(LeaseRecord(DRIVER, 15), version[0])
+
+    kube.read_lease = read_lease  # type: ignore[method-assign]
+    clock = [T0]
+    reconciler.clock = lambda: clock[0]
+    reconciler.leases = DriverLeases(read_lease, lambda: clock[0])
+    reconciler.leases.observe(NAMESPACE, APP)  # the sweep's first read of version 7
+    clock[0] = T0 + timedelta(seconds=10)
+    reconciler.reconcile(NAMESPACE, APP)  # not expired: the driver is asked, as every poll
+    assert len(driver.endpoints) == 1 and ("delete_pod", DRIVER) not in kube.calls
+    clock[0] = T0 + timedelta(seconds=20)
+    reconciler.leases.observe(NAMESPACE, APP)  # the sweep: still version 7, 20 s after its first read
+    clock[0] = T0 + timedelta(seconds=21)
+    reads.clear()
+    reconciler.reconcile(NAMESPACE, APP)
+    assert reads == [names.driver_lease(APP)]  # read again before deciding
+    assert len(driver.endpoints) == 1  # not asked
+    assert ("delete_pod", DRIVER) in kube.calls
+    status = kube.apps[(NAMESPACE, APP)]["status"]
+    assert status["restarts"]["lastFailureReason"] == fence.LEASE_EXPIRED

@@ -131,3 +131,78 @@ def test_a_dead_holders_release_is_planned_once() -> None:
     fence.release_dead(builder, (DEAD,), held())
     fence.release_dead(builder, (DEAD,), held())
     assert builder.actions == [ReleaseDriverLease(holder=DEAD.name, reason=builder.actions[0].reason)]
+
+
+# (what, pods, watched: the app's Lease is read on the operator's schedule, whether or not its driver answers)
+WATCHED = [
+    ("a running driver made with the Lease", (pod(lease_guarded=True),), True),
+    ("one stuck deleting on a lost node", (STUCK,), True),
+    ("a warm standby beside an old pod", (pod(), pod(attempt=2, lease_guarded=True, standby=True)), True),
+    ("only ended drivers (the reconcile releases or waits)", (replace(STUCK, phase="Failed"),), False),
+    ("only drivers made without the Lease (nothing to read)", (pod(),), False),
+    ("no driver", (), False),
+]
+
+
+@pytest.mark.parametrize(("what", "pods", "expected"), WATCHED, ids=[row[0] for row in WATCHED])
+def test_which_apps_have_their_lease_read_on_a_schedule(what: str, pods: tuple[DriverPod, ...], expected: bool) -> None:
+    assert fence.watched(pods) is expected, what
+
+
+# (what, last read, now, due): the cadence, every LEASE_READ_SECONDS, not the progress poll's 30 s
+READ_DUE = [
+    ("never read", None, T0, True),
+    ("read just now", T0, later(0), False),
+    ("read 9.9 s ago", T0, later(9.9), False),
+    ("read 10 s ago", T0, later(fence.LEASE_READ_SECONDS), True),
+    ("read 30 s ago (a reconcile's read counts too)", T0, later(30), True),
+]
+
+
+@pytest.mark.parametrize(("what", "last", "now", "expected"), READ_DUE, ids=[row[0] for row in READ_DUE])
+def test_a_watched_lease_is_read_every_ten_seconds(
+    what: str, last: datetime | None, now: datetime, expected: bool
+) -> None:
+    assert fence.read_due(last, now) is expected, what
+
+
+def test_reads_every_ten_seconds_bound_the_detection_to_ten_seconds_plus_the_lease_and_margin() -> None:
+    """The driver renews every 2 s until its node is lost at `lost`; the operator reads every 10 s from `phase`: the
+    expiry is seen at most 10 s + 15 s + 5 s after the last renewal (the old bound was a 30 s poll plus the call's
+    timeout plus 20 s), and never before 20 s after it."""
+    driver = pod(lease_guarded=True)
+    worst = 0.0
+    for phase in range(10):
+        for lost in (31.0, 34.5, 39.9):
+            last_renewal = max(t for t in range(0, 60, 2) if t <= lost)
+            seen_since, read_at, detected = None, float(phase), None
+            while detected is None:
+                version = max(t for t in range(0, 60, 2) if t <= min(read_at, lost))
+                if seen_since is None or seen_since[0] != version:
+                    seen_since = (version, read_at)
+                lease = DriverLease(holder=NAME, lease_seconds=15, unchanged_since=later(seen_since[1]))
+                if fence.expired_holder((driver,), lease, later(read_at)) is not None:
+                    detected = read_at
+                read_at += fence.LEASE_READ_SECONDS
+            assert detected - last_renewal >= 15 + fence.FENCE_MARGIN_SECONDS
+            worst = max(worst, detected - last_renewal)
+    assert worst <= fence.LEASE_READ_SECONDS + 15 + fence.FENCE_MARGIN_SECONDS
+
+
+# (what, pods, lease, now, the driver found expired: its app is decided at once)
+HOLDERS = [
+    ("the running holder's Lease expired", (pod(lease_guarded=True),), held(), later(20), NAME),
+    ("... not yet", (pod(lease_guarded=True),), held(), later(19), None),
+    ("the stuck pod's Lease expired", (STUCK,), held(), later(20), NAME),
+    ("released: the reconcile's own fence decides", (STUCK,), held(None), later(100), None),
+    ("an ended holder (the kubelet confirmed it)", (replace(STUCK, phase="Failed"),), held(), later(100), None),
+    ("the read failed", (pod(lease_guarded=True),), None, later(100), None),
+]
+
+
+@pytest.mark.parametrize(("what", "pods", "lease", "now", "expected"), HOLDERS, ids=[row[0] for row in HOLDERS])
+def test_an_app_is_decided_at_once_when_a_live_drivers_lease_expired(
+    what: str, pods: tuple[DriverPod, ...], lease: DriverLease | None, now: datetime, expected: str | None
+) -> None:
+    found = fence.expired_holder(pods, lease, now)
+    assert (found.name if found is not None else None) == expected, what

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from headrace.api.models import ProgressSummary, SavepointRef, StreamingAppSpec, StreamingAppStatus
+from headrace.api.runtime_contract import PHASE_FIRST_BATCH
 from headrace.core.attempts import worth_recording
 from headrace.core.observation import BatchTotals, DriverProgress, Observation
 from headrace.core.plan import DeletePod, EnsureDriver, Plan, RescaleInPlace
@@ -915,3 +916,62 @@ def test_active_autoscaler_refusals_are_events_once_each() -> None:
         assert kinds(plan) == []
     assert status.autoscaler is not None and status.autoscaler.reason == "MaxExecutors"
     assert len(refused) == 1 and refused[0].startswith("MaxExecutors: utilization")
+
+
+def _batch(second: float, **changes: Any) -> DriverProgress:
+    """A running driver's progress after the batch it committed at `second` after T0 (one every 2 s)."""
+    batch = int(second // 2)
+    fields_: dict[str, Any] = {
+        "last_batch_id": batch,
+        "last_batch_time": later(second),
+        "input_rows_per_second": 10.0 + batch,
+        "processed_rows_per_second": 12.0 + batch,
+        "registered_executors": 1,
+        "committed": (("counts", batch),),
+        "ready": True,
+    }
+    return DriverProgress(**{**fields_, **changes})
+
+
+# (what, seconds between decisions, the progress at each: second -> progress, the seconds at which status is written)
+PROGRESS_WRITES = [
+    ("decided every 30 s (the poll): written every time, as before", 30, _batch, [40, 70, 100]),
+    ("decided every 10 s, batches every 2 s: still once per 30 s", 10, _batch, [40, 70, 100]),
+    ("decided every second (writes, events)", 1, _batch, [40, 65, 90, 115]),
+    (
+        "an executor lost at 50 s is recorded at once",
+        10,
+        lambda s: _batch(s, registered_executors=1 if s < 350 else 0),
+        [40, 50, 80, 110],
+    ),
+    ("no batch meanwhile (idle): nothing changes, nothing written", 10, lambda s: _batch(min(s, 340)), [40]),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "step", "progress", "written"), PROGRESS_WRITES, ids=[row[0] for row in PROGRESS_WRITES]
+)
+def test_a_running_drivers_progress_is_written_once_per_poll_however_often_it_is_decided(
+    what: str, step: int, progress: Any, written: list[int]
+) -> None:
+    driver = pod()
+    status = decide(view(), seen(), T0).status
+    status = decide(view(status=status), seen(driver), later(1)).status
+    status = decide(view(status=status), seen(driver), later(300)).status  # stable, healthy
+    writes = []
+    for second in range(40, 130, step):
+        observed = Observation(drivers=(driver,), progress=progress(second + 300))
+        plan = decide(view(status=status), observed, later(second + 300))
+        if plan.status != status:
+            writes.append(second)
+        status = plan.status
+    assert writes == written, what
+
+
+def test_a_first_batch_is_recorded_at_once() -> None:
+    driver = pod()
+    status = decide(view(), seen(), T0).status
+    status = decide(view(status=status), Observation(drivers=(driver,), progress=_batch(10)), later(10)).status
+    first = _batch(12, phases=((PHASE_FIRST_BATCH, 12.0),), started_at=T0)
+    plan = decide(view(status=status), Observation(drivers=(driver,), progress=first), later(12))
+    assert plan.status.progress is not None and plan.status.progress.firstBatchAt is not None
