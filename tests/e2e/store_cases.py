@@ -1,7 +1,8 @@
 """The cases every object store's e2e module runs on its app (tests/e2e/test_web_identity.py: S3 through a web
 identity; tests/e2e/test_gcs_state.py: GCS): a force-deleted driver's successor commits from the checkpoint in the
 store, a savepoint upgrade writes its savepoint there and restores it into a new run, and the sink holds every event
-exactly once. Each module says how to list its store (`Listing`: object names under a prefix of its bucket).
+exactly once. Each module says how to list its store (`Listing`: object names under a prefix of its bucket). Their
+apps, and tests/e2e/test_object_storage.py's, keep `STATE_PARTITIONS` state partitions.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from testbed import scenario
 from testbed.sink import wait_for_every_window
 
 COMMIT = re.compile(r"/commits/\d+$")
+# The app's state partitions on the store (the example's 8 each write their files to the bucket every batch, in
+# both queries): 2 still spread each query's state over more than one store file of the executors, with a quarter
+# of the object-store round trips per batch, per recovery and per savepoint copy.
+STATE_PARTITIONS = 2
 Listing = Callable[[str], list[str]]  # object names under a prefix of the bucket
 
 

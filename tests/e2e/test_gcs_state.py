@@ -68,6 +68,7 @@ def app(e2e: E2E, server: gcs.FakeGcs, tokens: gcs.GoogleTokens) -> Iterator[sce
                 handle.input.next_file()
             manifest = scenario.windowed_counts_manifest(data, upgradeMode="savepoint")
             manifest["spec"]["state"] = {
+                "partitions": store_cases.STATE_PARTITIONS,
                 "checkpointDir": f"gs://{server.bucket}/{namespace}/state",
                 "savepointDir": f"gs://{server.bucket}/{namespace}/savepoints",
                 "gcs": {"endpoint": server.endpoint, "serviceAccountKeySecret": {"name": KEY_SECRET}},

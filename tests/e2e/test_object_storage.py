@@ -24,6 +24,7 @@ from testbed import objectstore, scenario
 from testbed.controlplane import create_namespace, delete_namespace
 from testbed.sink import wait_for_every_window
 
+from . import store_cases
 from .conftest import E2E
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +54,7 @@ def app(e2e: E2E) -> Iterator[scenario.AppHandle]:
             for _ in range(4):
                 handle.input.next_file()
             manifest = scenario.windowed_counts_manifest(data, upgradeMode="savepoint")
-            manifest["spec"]["state"] = storage.state
+            manifest["spec"]["state"] = {**storage.state, "partitions": store_cases.STATE_PARTITIONS}
             e2e.apply(namespace, data / "streamingapp.yaml", manifest)
             yield handle
         finally:

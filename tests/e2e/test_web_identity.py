@@ -56,6 +56,7 @@ def app(e2e: E2E, minio: sts.MinioSts) -> Iterator[scenario.AppHandle]:
                 handle.input.next_file()
             manifest = scenario.windowed_counts_manifest(data, upgradeMode="savepoint")
             manifest["spec"]["state"] = {
+                "partitions": store_cases.STATE_PARTITIONS,
                 "checkpointDir": f"s3a://{minio.bucket}/{namespace}/state",
                 "savepointDir": f"s3a://{minio.bucket}/{namespace}/savepoints",
                 "s3": {
