@@ -3,8 +3,9 @@
 Owns: choosing the target (HEADRACE_E2E_KUBECONFIG or a fresh local `Cluster`), pushing the images built from
 the Dockerfile to the local cluster's authenticated registry (its node pulls them, as any cluster's does; nothing is
 imported into containerd), packaging the chart and pushing it there as an OCI artifact, `helm upgrade --install`
-of the chart (from that registry, ``oci://...``, on the local cluster; from the repository on another), and
-kubectl/helm calls against it.
+of the chart (from that registry, ``oci://...``, on the local cluster; from the repository on another), the image
+pull Secret that the operator and every app get on a cluster whose nodes hold no registry credentials (the kind
+cluster's), and kubectl/helm calls against it.
 Used by the end-to-end tests and the lifecycle benchmark. Never: asserts anything.
 """
 
@@ -18,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import config
@@ -48,6 +50,9 @@ class Environment:
     control_plane: ControlPlane | None = None  # the local cluster's control plane (None on another cluster)
     registry: Registry | None = None  # the local cluster's registry, serving `localhost/...` (None on another cluster)
     chart: str = str(CHART)  # what `install_operator` installs: the chart's directory or its oci:// reference
+    # On a cluster whose nodes hold no credentials for the registry (the kind cluster): the image pull Secret every
+    # app's namespace gets and every app names in `spec.imagePullSecrets` (None: the nodes pull without one).
+    pull_secret: dict[str, Any] | None = None
 
     def _helm_registry(self) -> list[str]:
         """helm's registry options: its own credentials file and the registry's CA (never the user's helm config)."""
@@ -62,9 +67,9 @@ class Environment:
             raise RuntimeError(f"{' '.join(command[:3])} ... failed: {result.stdout}\n{result.stderr}")
         return result.stdout
 
-    def kubectl(self, *args: str) -> str:
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
         """The testbed's kubectl against the cluster; stdout, or an error with stderr."""
-        return self._run([str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args], 300)
+        return self._run([str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args], 300, stdin)
 
     def apply(self, namespace: str, path: Path, manifest: dict[str, object]) -> str:
         """Write `manifest` to `path` as YAML (what a user keeps in git) and `kubectl apply` it in `namespace`."""
@@ -90,6 +95,13 @@ class Environment:
         self.chart = f"oci://{access.address}/{CHARTS_PATH}/headrace"
         return self.chart
 
+    def add_pull_secret(self, namespace: str) -> list[dict[str, str]]:
+        """Create `pull_secret` in `namespace`; the `imagePullSecrets` that name it ([] without one)."""
+        if self.pull_secret is None:
+            return []
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(self.pull_secret))
+        return [{"name": self.pull_secret["metadata"]["name"]}]
+
     def api_client(self) -> ApiClient:
         """A kubernetes client for the cluster (close it, or use it in a with block)."""
         return config.new_client_from_config(config_file=str(self.kubeconfig))
@@ -102,6 +114,12 @@ class Environment:
         # as a pod annotation rolls the operator whenever the image built from this tree changes.
         built = images.archive_path("operator").name
         extra = [arg for value in values for arg in ("--set", value)]
+        if self.pull_secret is not None:
+            # The operator's pod pulls its image with the Secret too (the chart's `imagePullSecrets`).
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}
+            self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(namespace))
+            (secret,) = self.add_pull_secret(OPERATOR_NAMESPACE)
+            extra += ["--set", f"imagePullSecrets[0].name={secret['name']}"]
         if self.chart.startswith("oci://"):
             chart_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
             extra += ["--version", chart_version, *self._helm_registry()]
@@ -176,6 +194,8 @@ def deployed_example(target: Environment, files: int, **spec_overrides: object) 
         data = scenario.prepare_data_dir(target.data_root, namespace)
         handle = scenario.AppHandle(api, namespace, data)
         try:
+            if pull_secrets := target.add_pull_secret(namespace):
+                spec_overrides = {"imagePullSecrets": pull_secrets, **spec_overrides}
             for _ in range(files):
                 handle.input.next_file()
             manifest_path = data / "streamingapp.yaml"

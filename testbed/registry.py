@@ -3,9 +3,9 @@ authentication over TLS (a CA of its own, `pki.ClusterPKI`), as a private regist
 
 Owns: building the registry binary into the cache (`build.go_build_main`: its command with filesystem storage
 and htpasswd only), its configuration, htpasswd file and certificates (rendered by pure functions below), a
-running registry on loopback (`Registry`, a context manager that always cleans up), what a node needs to pull
-from it (`RegistryAccess`: the CA, the address, the credentials) and a client's docker config for it (an image
-pull Secret's ``.dockerconfigjson``).
+running registry on loopback or on another address of this machine (`Registry`, a context manager that always
+cleans up), what a node needs to pull from it (`RegistryAccess`: the CA, the address, the credentials), a client's
+docker config for it and the image pull Secret that carries it (`pull_secret`).
 Never: builds or pushes images (testbed.images does), or configures a node (testbed.node does).
 
 Its blobs are kept under ``~/.cache/headrace/registry`` across runs (``HEADRACE_REGISTRY_STORAGE`` overrides it),
@@ -141,35 +141,51 @@ class RegistryAccess:
         return f"{self.address}/{repository}"
 
 
+def pull_secret(name: str, server: str, access: RegistryAccess) -> dict[str, Any]:
+    """An image pull Secret (``kubernetes.io/dockerconfigjson``) named `name` with `access`'s credentials for
+    `server`, the registry name the images carry (``localhost``)."""
+    config = json.dumps(docker_config(server, access.user, access.password))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()},
+    }
+
+
 # --- the running registry -------------------------------------------------------------------------
 
 
-def _port() -> int:
-    """`PREFERRED_PORT` if it is free now, else any free port."""
+def _port(host: str) -> int:
+    """`PREFERRED_PORT` on `host` if it is free now, else any free port."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listen: a TIME_WAIT is no conflict
         try:
-            probe.bind((LOOPBACK, PREFERRED_PORT))
+            probe.bind((host, PREFERRED_PORT))
         except OSError:
-            return procs.free_port(LOOPBACK)
+            return procs.free_port(host)
     return PREFERRED_PORT
 
 
 class Registry(procs.ProcessInWorkdir):
-    """The registry on a free loopback port, serving TLS with a CA of its own, one user with a fresh password."""
+    """The registry on a free port of `host` (loopback unless told: the kind cluster's nodes reach it on their podman
+    network's gateway), serving TLS with a CA of its own for ``localhost``, loopback and `host`, one user with a fresh
+    password."""
 
-    def __init__(self, storage: Path | None = None) -> None:
+    def __init__(self, storage: Path | None = None, *, host: str = LOOPBACK) -> None:
         self.storage = storage or storage_root()
+        self.host = host
         self.workdir = Path(tempfile.mkdtemp(prefix="headrace-registry-"))
-        self.port = _port()
+        self.port = _port(host)
         self.password = secrets.token_urlsafe(18)
         self._pki = ClusterPKI.create(self.workdir / "pki")
         self._process: procs.Process | None = None
 
     @property
     def address(self) -> str:
-        """``127.0.0.1:<port>``."""
-        return f"{LOOPBACK}:{self.port}"
+        """``<host>:<port>`` (``127.0.0.1:<port>`` by default)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def access(self) -> RegistryAccess:
@@ -185,7 +201,7 @@ class Registry(procs.ProcessInWorkdir):
         self.storage.mkdir(parents=True, exist_ok=True)
         self.cert_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self._pki.ca_cert, self.cert_dir / "ca.crt")
-        certificate, key = self._pki.issue_serving_cert("registry", ["localhost"], [LOOPBACK])
+        certificate, key = self._pki.issue_serving_cert("registry", ["localhost"], sorted({LOOPBACK, self.host}))
         htpasswd = self.workdir / "htpasswd"
         htpasswd.write_text(htpasswd_line(USER, self.password, bcrypt.gensalt(BCRYPT_ROUNDS)))
         config = self.workdir / "config.yml"

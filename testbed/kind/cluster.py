@@ -1,10 +1,11 @@
 """A kind cluster of podman containers (one control plane, two workers), through pytest-kind.
 
 Owns: the cluster's kind configuration, `PodmanKindCluster` (pytest-kind's `KindCluster` running kind
-and podman with this machine's runtime wrapper, loading images with ``podman save`` + ``kind load
-image-archive`` instead of ``docker save``), its own podman network, and the leak check after
-``kind delete``: no container, volume or network of the cluster, no netdev, mount or iptables rule
-it made. Never: decides what a test does on the cluster.
+and podman with this machine's runtime wrapper), its own podman network, the registries its nodes' containerd
+pulls from (a hosts.toml and CA per registry name in a host directory every node mounts as
+``/etc/containerd/certs.d``, as kind's own local-registry recipe configures them; no image is ever loaded into a
+node), and the leak check after ``kind delete``: no container, volume or network of the cluster, no netdev, mount
+or iptables rule it made. Never: decides what a test does on the cluster, or runs a registry.
 
 ``python -m testbed kind up|down|status`` drives it by hand.
 """
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ from pytest_kind import KindCluster  # type: ignore[import-untyped]
 
 from testbed import build, scenario
 from testbed.kind import nodeimage, podman, tools
+from testbed.node import hosts_toml
+from testbed.registry import RegistryAccess
 
 CLUSTER_NAME = "headrace"
 READY_TIMEOUT_SECONDS = 300
@@ -40,17 +44,31 @@ SHARED_DATA = scenario.POD_DATA_BASE / "kind"
 # A node that stopped reporting is marked unreachable (and tainted, so nothing new is scheduled there) after this,
 # instead of the default 50 s: the tests' recovery must not race the node controller for where the next driver goes.
 NODE_MONITOR_GRACE = "20s"
-_NODE_MOUNTS = f"  extraMounts:\n  - hostPath: {SHARED_DATA}\n    containerPath: {SHARED_DATA}\n"
+# Where each node's containerd finds its registries' hosts.toml (containerd reads it at every pull: a registry
+# configured after the nodes started is used without a restart).
+NODE_REGISTRY_HOSTS = Path("/etc/containerd/certs.d")
 
-# The kubelet refuses cgroup v1 from 1.35 on unless told otherwise; this host is cgroup v1.
-CLUSTER_CONFIG = f"""\
+
+def cluster_config(registry_hosts: Path) -> str:
+    """kind's configuration: three nodes, each mounting the shared data and (read-only) `registry_hosts` as its
+    containerd's registry configuration directory. The kubelet refuses cgroup v1 from 1.35 on unless told
+    otherwise; this host is cgroup v1."""
+    mounts = (
+        f"  extraMounts:\n  - hostPath: {SHARED_DATA}\n    containerPath: {SHARED_DATA}\n"
+        f"  - hostPath: {registry_hosts}\n    containerPath: {NODE_REGISTRY_HOSTS}\n    readOnly: true\n"
+    )
+    nodes = "- role: control-plane\n" + mounts + "".join("- role: worker\n" + mounts for _ in range(WORKERS))
+    return f"""\
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 networking:
   podSubnet: {nodeimage.POD_SUBNET}
 nodes:
-- role: control-plane
-{_NODE_MOUNTS}{"".join("- role: worker" + chr(10) + _NODE_MOUNTS for _ in range(WORKERS))}kubeadmConfigPatches:
+{nodes}containerdConfigPatches:
+- |-
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{NODE_REGISTRY_HOSTS}"
+kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
   failCgroupV1: false
@@ -179,14 +197,20 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         )
         self.workdir = workdir
 
+    @property
+    def registry_hosts(self) -> Path:
+        """The host directory every node mounts as its containerd's registry configuration."""
+        return self.workdir / "certs.d"
+
     def create(self, config_file: str | Path | None = None) -> None:
         """Build (or reuse) the node image, then ``kind create cluster`` with three nodes."""
         self.image = nodeimage.build_node_image()
         scenario.pod_data_root(SHARED_DATA.name)  # world-writable all the way down, before the nodes mount it
         Path("/lib/modules").mkdir(parents=True, exist_ok=True)  # kind mounts it into every node
+        self.registry_hosts.mkdir(parents=True, exist_ok=True)
         if config_file is None:
             config_file = self.workdir / "kind.yaml"
-            Path(config_file).write_text(CLUSTER_CONFIG)
+            Path(config_file).write_text(cluster_config(self.registry_hosts))
         with _process_environment(self.name):
             super().create(config_file)
         # kind returns once every node joined; the nodes turn Ready once kube-router has set up their
@@ -207,20 +231,30 @@ class PodmanKindCluster(KindCluster):  # type: ignore[misc]
         )
 
     def load_docker_image(self, docker_image: str) -> None:
-        """Load an image from podman's store into every node (``podman save`` + ``kind load image-archive``)."""
-        with tempfile.TemporaryDirectory(prefix="hr-kind-load-") as scratch:
-            archive = Path(scratch) / "image.tar"
-            _podman("save", "--format", "oci-archive", "-o", str(archive), docker_image)
-            self.load_image_archive(archive)
+        """Refused: the nodes pull their images from a registry, as a real cluster's do (`trust_registry`)."""
+        raise NotImplementedError(
+            f"no image is loaded into the kind nodes ({docker_image}): push it to the registry the nodes pull from "
+            "(testbed.kind.headrace.cluster_registry)"
+        )
 
-    def load_image_archive(self, archive: Path, nodes: Sequence[str] = ()) -> None:
-        """``kind load image-archive``: an OCI or docker archive onto `nodes` (every node by default)."""
-        command = [str(self.kind_path), "load", "image-archive", "--name", self.name, str(archive)]
-        if nodes:
-            command += ["--nodes", ",".join(nodes)]
-        loaded = subprocess.run(command, check=False, env=environment(self.name), capture_output=True, text=True)
-        if loaded.returncode != 0:
-            raise RuntimeError(f"{' '.join(command)} failed ({loaded.returncode}): {loaded.stderr[-2000:]}")
+    def gateway(self) -> str:
+        """The IPv4 address of this machine on the cluster's podman network: where the nodes reach a service of
+        the host (the registry)."""
+        (network,) = json.loads(_podman("network", "inspect", network_name(self.name)))
+        gateways = [subnet["gateway"] for subnet in network["subnets"] if "." in subnet.get("gateway", "")]
+        if not gateways:
+            raise RuntimeError(f"podman network {network_name(self.name)} has no IPv4 gateway: {network['subnets']}")
+        return str(gateways[0])
+
+    def trust_registry(self, name: str, access: RegistryAccess) -> None:
+        """Make every node's containerd pull images named `name/...` (``localhost/headrace/spark:0.1.0``) from the
+        registry `access` describes, trusting its CA: its hosts.toml and CA in the directory the nodes mount. No
+        credentials: a pod pulls with its image pull Secrets."""
+        directory = self.registry_hosts / name
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(access.ca, directory / "ca.crt")
+        on_node = dataclasses.replace(access, ca=NODE_REGISTRY_HOSTS / name / "ca.crt")
+        (directory / "hosts.toml").write_text(hosts_toml(on_node))
 
     def delete(self) -> None:
         """``kind delete cluster``, then the cluster's podman network."""

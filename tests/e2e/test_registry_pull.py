@@ -13,9 +13,7 @@ node has pulled that image yet, so its failure is the registry's refusal.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,13 +61,7 @@ def _page_counts(data: Path) -> dict[str, Any]:
 
 def _create_pull_secret(e2e: E2E, api: ApiClient, namespace: str) -> None:
     assert e2e.registry is not None
-    access = e2e.registry.access
-    config = registry.docker_config(REGISTRY_NAME, access.user, access.password)
-    secret = client.V1Secret(
-        metadata=client.V1ObjectMeta(name=PULL_SECRET),
-        type="kubernetes.io/dockerconfigjson",
-        data={".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
-    )
+    secret = registry.pull_secret(PULL_SECRET, REGISTRY_NAME, e2e.registry.access)
     client.CoreV1Api(api).create_namespaced_secret(namespace, secret)
 
 

@@ -1,7 +1,8 @@
 """Multi-node fixtures: one kind cluster (a control plane and two workers, podman containers each
 running systemd, containerd and a kubelet) for the package, through pytest-kind, shared by every
-module here; Headrace on it (the images in its nodes, the operator installed by the chart), made once
-when a module first asks; and a fresh namespace per test.
+module here; Headrace on it (its images pushed to the testbed's registry, which the nodes pull from with
+image pull Secrets; the operator installed by the chart), made once when a module first asks; and a fresh
+namespace per test.
 
 The node image and the cluster's life cycle live in `testbed.kind`; this file only wires them into
 pytest. Teardown deletes the cluster and fails the session if anything is left on the host.
@@ -43,6 +44,7 @@ def kind_namespace(kind_cluster: PodmanKindCluster) -> Iterator[str]:
 
 @pytest.fixture(scope="package")
 def headrace(kind_cluster: PodmanKindCluster) -> Iterator[Environment]:
-    """The package's cluster with Headrace's images in its nodes and the operator installed (on the control plane)."""
+    """The package's cluster pulling Headrace's images from the registry, the operator installed (on the control
+    plane); the registry stopped after the package."""
     with headrace_on_kind(kind_cluster) as target:
         yield target

@@ -62,13 +62,24 @@ def test_podman_runs_the_wrapper_through_a_per_checkout_conf_never_the_global_on
 
 
 def test_the_cluster_config_has_one_control_plane_two_workers_and_allows_cgroup_v1() -> None:
-    config = yaml.safe_load(cluster.CLUSTER_CONFIG)
+    config = yaml.safe_load(cluster.cluster_config(Path("/w/certs.d")))
     assert [node["role"] for node in config["nodes"]] == ["control-plane", "worker", "worker"]
     assert config["networking"]["podSubnet"] == nodeimage.POD_SUBNET
     assert yaml.safe_load(config["kubeadmConfigPatches"][0]) == {
         "kind": "KubeletConfiguration",
         "failCgroupV1": False,
     }
+
+
+def test_every_node_takes_its_registries_from_the_mounted_hosts_directory_and_no_credentials() -> None:
+    config = yaml.safe_load(cluster.cluster_config(Path("/w/certs.d")))
+    for node in config["nodes"]:
+        hosts = [mount for mount in node["extraMounts"] if mount["containerPath"] == str(cluster.NODE_REGISTRY_HOSTS)]
+        assert hosts == [{"hostPath": "/w/certs.d", "containerPath": "/etc/containerd/certs.d", "readOnly": True}]
+    (patch,) = config["containerdConfigPatches"]
+    assert '[plugins."io.containerd.grpc.v1.cri".registry]' in patch
+    assert 'config_path = "/etc/containerd/certs.d"' in patch
+    assert "auth" not in patch  # credentials come with each pod's image pull Secrets
 
 
 def test_the_default_cni_is_kube_router_from_the_preloaded_image_enforcing_policies() -> None:
@@ -113,9 +124,9 @@ def test_leftovers_name_only_what_appeared_since() -> None:
 
 
 def test_every_node_mounts_the_shared_data_directory_and_silent_nodes_turn_unreachable_after_20_s() -> None:
-    config = yaml.safe_load(cluster.CLUSTER_CONFIG)
+    config = yaml.safe_load(cluster.cluster_config(Path("/w/certs.d")))
     shared = {"hostPath": str(cluster.SHARED_DATA), "containerPath": str(cluster.SHARED_DATA)}
-    assert all(node["extraMounts"] == [shared] for node in config["nodes"])
+    assert all(node["extraMounts"][0] == shared for node in config["nodes"])
     patches = [yaml.safe_load(patch) for patch in config["kubeadmConfigPatches"]]
     manager = next(patch for patch in patches if patch["kind"] == "ClusterConfiguration")["controllerManager"]
     assert manager["extraArgs"] == {"node-monitor-grace-period": "20s"}

@@ -4,6 +4,7 @@ clients and serves what podman pushed to the user."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from collections.abc import Iterator
@@ -41,6 +42,15 @@ def test_docker_config_carries_the_basic_auth_of_the_user() -> None:
     assert config == {"auths": {"localhost": {"username": "u", "password": "p:w", "auth": "dTpwOnc="}}}
 
 
+def test_a_pull_secret_carries_the_docker_config_for_the_image_names_registry() -> None:
+    access = registry.RegistryAccess("10.89.1.1:5443", Path("/ca.crt"), "u", "p")
+    secret = registry.pull_secret("pull", "localhost", access)
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    assert secret["metadata"] == {"name": "pull"}
+    config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
+    assert config == registry.docker_config("localhost", "u", "p")
+
+
 def test_pushed_references_and_the_push_command() -> None:
     assert images.pushed_reference("r.example:5000/team/", "spark") == (
         f"r.example:5000/team/headrace/spark:{headrace.__version__}"
@@ -64,6 +74,15 @@ def running() -> Iterator[registry.Registry]:
 def test_the_registry_refuses_anonymous_clients(running: registry.Registry) -> None:
     assert running.status("/v2/") == 200
     assert running.status("/v2/", authenticated=False) == 401
+
+
+@pytest.mark.e2e
+def test_a_registry_on_another_address_serves_tls_for_that_address(tmp_path: Path) -> None:
+    # The kind cluster's registry listens on its podman network's gateway; 127.0.0.2 stands in for it here.
+    with registry.Registry(tmp_path / "storage", host="127.0.0.2") as elsewhere:
+        assert elsewhere.access.address == f"127.0.0.2:{elsewhere.port}"
+        assert elsewhere.status("/v2/") == 200  # TLS verified against its CA: the certificate names 127.0.0.2
+        assert elsewhere.status("/v2/", authenticated=False) == 401
 
 
 @pytest.mark.e2e
