@@ -101,8 +101,12 @@ class RuntimeProcess:
                 "HEADRACE_TERMINATION_MESSAGE_PATH": str(self.termination_path),
                 "PYSPARK_PYTHON": sys.executable,
                 # The runtime's private conf directory (and Python's other temporary files) under the test's own
-                # directory: a driver killed with SIGKILL cannot remove it, and it must not stay in /tmp.
+                # directory: a driver killed with SIGKILL cannot remove it, and it must not stay in /tmp ...
                 "TMPDIR": str(self._tmpdir()),
+                # ... and Spark's own: its local directories (spark-*/userFiles, blockmgr-*, the RocksDB state
+                # stores' working copies: up to 42 MB a driver) and the JVM's temporary files (native libraries).
+                "SPARK_LOCAL_DIRS": str(self._tmpdir()),
+                "JDK_JAVA_OPTIONS": f"-Djava.io.tmpdir={self._tmpdir()}",
             }
         )
         env.update(self.env)
