@@ -82,10 +82,13 @@ def serves_control_tls(pod: dict[str, Any]) -> bool:
 
 
 def read_driver_pod(
-    pod: dict[str, Any], draining_nodes: frozenset[str] = frozenset(), ready_nodes: frozenset[str] = frozenset()
+    pod: dict[str, Any],
+    draining_nodes: frozenset[str] = frozenset(),
+    ready_nodes: frozenset[str] = frozenset(),
+    lost_nodes: frozenset[str] = frozenset(),
 ) -> DriverPod | None:
     """One driver pod as the planner sees it (None if it lacks Headrace's labels); `ready_nodes`: the nodes read
-    Ready (asked about only for the pods `ended_nodes` names)."""
+    Ready (asked about only for the pods `ended_nodes` names); `lost_nodes`: the nodes read lost (of `live_nodes`)."""
     metadata = pod.get("metadata", {})
     labels = metadata.get("labels") or {}
     try:
@@ -131,6 +134,7 @@ def read_driver_pod(
         executor_budget=_count_label(labels.get(names.EXECUTOR_BUDGET)),
         containers_terminated=_all_terminated(pod),
         node_ready=(pod.get("spec") or {}).get("nodeName") in ready_nodes,
+        node_lost=(pod.get("spec") or {}).get("nodeName") in lost_nodes,
     )
 
 
@@ -302,10 +306,13 @@ def observe(
     lease: DriverLease | None = None,
     draining_nodes: frozenset[str] = frozenset(),
     ready_nodes: frozenset[str] = frozenset(),
+    lost_nodes: frozenset[str] = frozenset(),
 ) -> Observation:
     """The observation built from an app's driver pods, StreamingSavepoints and driver status."""
     drivers = tuple(
-        pod for pod in (read_driver_pod(item, draining_nodes, ready_nodes) for item in pods) if pod is not None
+        pod
+        for pod in (read_driver_pod(item, draining_nodes, ready_nodes, lost_nodes) for item in pods)
+        if pod is not None
     )
     return Observation(
         drivers=tuple(sorted(drivers, key=lambda pod: (pod.run, pod.attempt))),
@@ -347,6 +354,17 @@ def running_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
         if (node := (pod.get("spec") or {}).get("nodeName"))
         and (pod.get("status") or {}).get("phase") == "Running"
         and not pod["metadata"].get("deletionTimestamp")
+    )
+
+
+def live_nodes(pods: list[dict[str, Any]]) -> frozenset[str]:
+    """The nodes the app's driver pods that have not ended are on (being deleted or not): whether they are lost decides
+    a warm standby's fate (`headrace.core.fence.stranded`)."""
+    return frozenset(
+        node
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName"))
+        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
     )
 
 

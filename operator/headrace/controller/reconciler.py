@@ -41,6 +41,7 @@ from headrace.controller.observe import (
     deleted_executors,
     ended_nodes,
     lease_wanted,
+    live_nodes,
     observe,
     read_driver_pod,
     running_nodes,
@@ -212,6 +213,7 @@ class Reconciler:
             lease=lease,
             draining_nodes=self._nodes.draining(running_nodes(pods)),
             ready_nodes=self._nodes.ready(ended_nodes(pods)),
+            lost_nodes=self._nodes.lost(live_nodes(pods)),
         )
         if self._nodes.any_draining():
             observation = self._with_draining_executors(namespace, name, observation)

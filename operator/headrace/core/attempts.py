@@ -108,6 +108,7 @@ def continue_start(builder: Builder, observation: Observation, run: RunStatus) -
     if others:
         if spec is not None and missing and any(not pod.terminated and not pod.deleting for pod in others):
             builder.actions.append(ensure(spec, run, expected_commits(builder), check_only=True))
+        fence.remove_stranded(builder, others, observation.lease, "the new attempt starts without it")
         delete_pods(builder, others, "replaced by a new attempt")
         fence.force_stuck(builder, others, observation.lease)  # a lost node's pod: gone once its Lease proves it
         fence.release_dead(builder, others, observation.lease)  # a dead driver's Lease: the next takes it at once
@@ -169,9 +170,10 @@ def _without_ready(conditions: list[Condition]) -> list[Condition]:
 
 
 def _stale_standby(pod: DriverPod, run: RunStatus) -> bool:
-    """The attempt's pod was created as a standby (spec.standby) for another spec, or has ended before it was
-    promoted: not the driver this attempt wants."""
-    return pod.standby and (pod.terminated or pod.spec_hash != run.specHash)
+    """The attempt's pod was created as a standby (spec.standby) for another spec, or has ended, is being deleted or
+    is on a lost node (`fence.stranded`) before it was promoted: not the driver this attempt wants (a new pod of the
+    same name is created once it is gone)."""
+    return pod.standby and (pod.terminated or pod.deleting or pod.node_lost or pod.spec_hash != run.specHash)
 
 
 def expected_commits(builder: Builder) -> tuple[tuple[str, int], ...]:
@@ -234,7 +236,10 @@ def fence_strays(
     """Driver pods of other attempts (of any attempt, with `run` None: suspended) that are still alive
     must go (e.g. left by a crashed operator), but for `keep` (the current attempt's warm standby)."""
     pods = observation.drivers if run is None else observation.others(run.number, run.attempt)
-    strays = tuple(pod for pod in pods if not pod.terminated and not pod.deleting and pod != keep)
+    planned = {action.name for action in builder.actions if isinstance(action, DeletePod)}
+    strays = tuple(
+        pod for pod in pods if not pod.terminated and not pod.deleting and pod != keep and pod.name not in planned
+    )
     if strays:
         delete_pods(builder, strays, "not the current attempt")
         builder.event("StrayDriverDeleted", ", ".join(pod.name for pod in strays), warning=True)

@@ -26,6 +26,11 @@ gone keeps the rule above: its Lease's expiry. A pod gone from the API is no pro
 it while its container may still run), so the release is decided while the terminated pod is still there (the
 operator deletes a failed attempt's pod in the same plan).
 
+A warm standby on a lost node (`stranded`) is never promoted nor kept: it could not answer, and the app recovers
+without it (a cold attempt). `remove_stranded` deletes it, with grace 0 once `stopped` proves it writes nothing (a
+standby that was never promoted never held the Lease, so another holder, a release or an expiry proves it), else with
+its grace period, and waits for that proof. A standby on a node that cannot be read counts as not lost.
+
 `lease_expired` is the fast detector: a running driver whose own Lease is expired has stopped itself (or is dead),
 whether or not it still answers, a failure recognised without waiting out restartPolicy.heartbeatTimeout. How soon
 it is recognised depends on how soon the operator first reads the Lease's last version: `watched` apps (a driver
@@ -50,6 +55,7 @@ FENCE_MARGIN_SECONDS = 5.0
 LEASE_EXPIRED = "DriverLeaseExpired"  # a failure's reason: the running driver's Lease expired (it stopped itself)
 LEASE_EXPIRED_WORDS = "its driver Lease expired"  # ... in that failure's message (and event), which names the pod
 FORCE_DELETED = "DriverForceDeleted"  # the event of a forced deletion
+STANDBY_LOST = "StandbyLost"  # the event (and failure reason) of a warm standby on a lost node
 WAITING = "WaitingForDriverLease"  # Progressing's reason while a stuck pod's driver may still write
 # How often the operator reads the driver Lease of a `watched` app: the expiry counts from the first read of the
 # Lease's last version, so a lost driver is failed at most this long + the Lease's duration + the margin after its
@@ -100,6 +106,28 @@ def stopped(pod: DriverPod, lease: DriverLease | None, now: datetime) -> bool:
     if lease.exists and lease.holder != pod.name:
         return True
     return _expired(lease, now)
+
+
+def stranded(pod: DriverPod) -> bool:
+    """A warm standby (not ended) whose node was read lost: it cannot be promoted, nor confirmed gone by a kubelet."""
+    return pod.standby and pod.node_lost and not pod.terminated
+
+
+def remove_stranded(builder: Builder, pods: tuple[DriverPod, ...], lease: DriverLease | None, why: str) -> None:
+    """Delete every `stranded` standby of `pods` (see the module's docstring), saying so once (`STANDBY_LOST`), with
+    `why`: what the app does without it."""
+    planned = {action.name for action in builder.actions if isinstance(action, DeletePod) and action.grace_seconds == 0}
+    for pod in pods:
+        if not stranded(pod) or pod.name in planned:
+            continue
+        safe = stopped(pod, lease, builder.now)
+        if pod.deleting and not safe:
+            continue  # Terminating on a lost node: gone once the Lease proves it writes nothing
+        reason = f"{STANDBY_LOST}: its node {pod.node} is not Ready"
+        builder.actions.append(DeletePod(name=pod.name, reason=reason, grace_seconds=0 if safe else None))
+        if not pod.deleting:
+            message = f"standby driver {pod.name} is on node {pod.node}, which is not Ready; {why}"
+            builder.event(STANDBY_LOST, message, warning=True)
 
 
 def confirmed_dead(pod: DriverPod) -> bool:

@@ -44,6 +44,7 @@ class DriverPod:
     executors_draining: bool = False
     containers_terminated: bool = False  # its kubelet reports every container of the pod terminated
     node_ready: bool = False  # its node was read Ready and reachable (False: unknown, not Ready, unreachable, gone)
+    node_lost: bool = False  # its node was read not Ready (NotReady, Unknown, unreachable) or gone (False: unknown)
 
     @property
     def terminated(self) -> bool:

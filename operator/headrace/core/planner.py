@@ -147,6 +147,8 @@ def decide(app: AppView, observation: Observation, now: datetime) -> Plan:
     else:
         _continue(builder, spec, observation, pod, pending)
     if builder.status.pendingOperation is None and builder.status.phase != "Suspended":
+        others = observation.others(run.number, run.attempt)
+        fence.remove_stranded(builder, others, observation.lease, "recovering without it (replaced once a driver runs)")
         fence_strays(builder, observation, run, keep=standby.kept(builder, spec, observation, run))
         _evaluate_driver(builder, spec, observation, pod)
         executors.confirm_lost(builder, observation)  # Spark replaces an executor lost with its node once it is gone
@@ -261,6 +263,9 @@ def _evaluate_driver(builder: Builder, spec: StreamingAppSpec, observation: Obse
         _failure(
             builder, spec, pod, "DriverDeleted", f"driver pod {pod.name} is being deleted", observation=observation
         )
+    elif pod.phase == "Running" and standby.stranded(pod, observation):
+        message = f"standby driver {pod.name} is on node {pod.node}, which is not Ready; recovering without it"
+        _failure(builder, spec, pod, fence.STANDBY_LOST, message, observation=observation)
     elif pod.phase == "Running":
         _running(builder, spec, observation, pod)
         if builder.status.pendingOperation is None:  # nothing else under way: the warm standby
@@ -674,8 +679,8 @@ def _failure(
     rollback = _rolls_back(builder, spec)
     run, running = builder.status.run, parse_spec_json(builder.status.lastReconciledSpec)
     warm = standby.ready(builder, spec, observation, run) if observation and run else None
-    grace = {DRIVER_UNRESPONSIVE: UNRESPONSIVE_GRACE_SECONDS, fence.LEASE_EXPIRED: 0}.get(reason)
     live = pod if pod is not None and not pod.terminated and not pod.deleting else None
+    grace = _grace(builder, reason, live, observation)
     if warm is not None and running is not None and verdict != "give-up" and not rollback:
         builder.event("PromotingStandby", f"{message}; promoting standby driver {warm.name} once the driver is gone")
         builder.condition("Degraded", "True", *((failures.STARTUP_FAILING, startup) if startup else (reason, message)))
@@ -721,6 +726,15 @@ def _failure(
     builder.requeue(delay)
     if delay <= 0 and verdict == "restart" and not rollback and observation is not None and run is not None:
         _restart_now(builder, spec, observation, run)
+
+
+def _grace(builder: Builder, reason: str, live: DriverPod | None, observation: Observation | None) -> int | None:
+    """The grace period to delete a failed driver with (None: its pod's own): a short one for a driver that will not
+    act on SIGTERM, none for one whose Lease proves it stopped (a standby on a lost node: no kubelet confirms it)."""
+    lease = observation.lease if observation is not None else None
+    if live is not None and fence.stranded(live) and fence.stopped(live, lease, builder.now):
+        return 0
+    return {DRIVER_UNRESPONSIVE: UNRESPONSIVE_GRACE_SECONDS, fence.LEASE_EXPIRED: 0}.get(reason)
 
 
 def _restart_now(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> None:

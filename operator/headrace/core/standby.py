@@ -5,7 +5,10 @@ HEADRACE_STANDBY=true) with the spec the run runs: it waits at its script's firs
 driver is lost, the next attempt is started as on any restart, without the backoff; the fence of
 `attempts.continue_start` removes the lost driver (and waits until its pod is gone) and finds attempt `a + 1`
 already there; then the current driver is promoted, only while no other driver of the app but a later standby
-exists. A new standby is created once the current driver committed a batch. Anything else about a standby
+exists. A standby on a lost node (`fence.stranded`) is never promoted nor kept: a lost driver is then recovered
+through a fresh attempt at once (the standby's pod is removed first: `attempts.continue_start`), and a standby lost
+while the driver runs is removed and replaced (event StandbyLost). A new standby is created once the current driver
+committed a batch. Anything else about a standby
 (another spec, failed, disabled, a new run, suspended) removes it; a spec change starts it afresh.
 Every driver holds the app's driver Lease while it writes (`headrace.core.fence`), a standby once promoted.
 Never: I/O or the clock.
@@ -14,6 +17,7 @@ Never: I/O or the clock.
 from __future__ import annotations
 
 from headrace.api.models import RunStatus, StreamingAppSpec
+from headrace.core import fence
 from headrace.core.attempts import ensure, expected_commits, may_repartition
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.observation import DriverPod, Observation
@@ -30,10 +34,11 @@ def _running_spec(builder: Builder) -> StreamingAppSpec | None:
 
 
 def kept(builder: Builder, spec: StreamingAppSpec, observation: Observation, run: RunStatus) -> DriverPod | None:
-    """The standby of the current attempt worth keeping: wanted, not failing, created with the running spec."""
+    """The standby of the current attempt worth keeping: wanted, not failing, not on a lost node, created with the
+    running spec."""
     running = _running_spec(builder)
     pod = observation.driver(run.number, run.attempt + 1)
-    if running is None or pod is None or not pod.standby or pod.terminated or pod.deleting:
+    if running is None or pod is None or not pod.standby or pod.terminated or pod.deleting or fence.stranded(pod):
         return None
     if not wanted(spec) or pod.spec_hash != spec_hash(running):
         return None
@@ -81,6 +86,12 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
         following_run = run.model_copy(update={"attempt": run.attempt + 1})
         builder.actions.append(ensure(running, following_run, expected_commits(builder), standby=True, keep=run))
         builder.event("StandbyStarting", f"warm standby driver for attempt {run.attempt + 1} of run {run.number}")
+
+
+def stranded(pod: DriverPod, observation: Observation) -> bool:
+    """The current driver is a standby not yet running its queries (perhaps promoted, never answering as such) on a
+    lost node: the app recovers without it, as from a failed driver."""
+    return fence.stranded(pod) and _waiting(observation)
 
 
 def _waiting(observation: Observation) -> bool:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from headrace.api.models import StreamingAppSpec, StreamingAppStatus
 from headrace.core import fence
-from headrace.core.builder import spec_hash
+from headrace.core import standby as standby_module
+from headrace.core.builder import Builder, spec_hash
 from headrace.core.observation import DriverLease, DriverPod, DriverProgress, Observation
-from headrace.core.plan import DeletePod, EnsureDriver, PromoteDriver
+from headrace.core.plan import DeletePod, EnsureDriver, Plan, PromoteDriver
 from headrace.core.planner import decide
 from headrace.core.restarts import restart_begun
+from headrace.core.timefmt import format_time, parse_time
 from tests.unit.builders import T0, later, pod, seen, spec, view
 
 WARM = spec(standby__enabled=True)
@@ -163,3 +167,147 @@ def test_a_lost_driver_whose_lease_expired_is_force_deleted_and_the_standby_prom
     assert not [action for action in lost.actions if isinstance(action, PromoteDriver)]
     gone = decide(view(WARM, lost.status), Observation(drivers=(standby_pod(),), progress=WAITING), later(31))
     assert PromoteDriver(pod=standby_pod().name, address=standby_pod().ip) in gone.actions
+
+
+# A standby on a lost node (issue 23): never promoted nor kept; the app recovers through a fresh attempt.
+NODE = "worker-1"
+OLD = pod(lease_guarded=True, node=NODE)
+STRANDED = standby_pod(lease_guarded=True, node=NODE, node_lost=True)
+
+
+def _lease(holder: str | None, since: float = 10) -> DriverLease:
+    return DriverLease(holder=holder, lease_seconds=15, unchanged_since=later(since))
+
+
+def _deletes(plan: Plan) -> dict[str, int | None]:
+    return {action.name: action.grace_seconds for action in plan.actions if isinstance(action, DeletePod)}
+
+
+def _reasons(plan: Plan) -> list[str]:
+    return [event.reason for event in plan.events]
+
+
+@pytest.mark.parametrize(
+    ("standby", "promoted"),
+    [
+        (standby_pod(lease_guarded=True, node=NODE), True),  # its node Ready, or unknown (no Node read rights)
+        (standby_pod(lease_guarded=True, node=NODE, node_ready=True), True),
+        (STRANDED, False),  # its node read NotReady, unreachable, Unknown or gone
+    ],
+)
+def test_a_standby_is_ready_only_while_its_node_is_not_known_lost(standby: DriverPod, promoted: bool) -> None:
+    status = running()
+    observation = Observation(drivers=(pod(), standby), progress=COMMITTED)
+    app = view(WARM, status)
+    builder = Builder(app=app, now=later(3), status=status.model_copy(deep=True))
+    assert status.run is not None
+    assert (standby_module.ready(builder, WARM, observation, status.run) is not None) is promoted
+    assert (standby_module.kept(builder, WARM, observation, status.run) is not None) is promoted
+
+
+def test_a_driver_lost_with_its_standby_on_one_node_recovers_through_a_fresh_attempt_at_once() -> None:
+    """Both on a node that is off: the Lease expired. The standby is not promoted; both pods are force-deleted (the
+    standby never held the Lease, the old driver's expired); the next attempt is a new pod, without a backoff."""
+    status = running()
+    expired = _lease(OLD.name)
+    lost = decide(view(WARM, status), Observation(drivers=(OLD, STRANDED), lease=expired, unanswered=True), later(30))
+    assert _deletes(lost) == {OLD.name: 0, STRANDED.name: 0}
+    assert not [action for action in lost.actions if isinstance(action, (PromoteDriver, EnsureDriver))]
+    assert fence.STANDBY_LOST in _reasons(lost) and "PromotingStandby" not in _reasons(lost)
+    (said,) = [event.message for event in lost.events if event.reason == fence.STANDBY_LOST]
+    assert f"standby driver {STRANDED.name} is on node {NODE}, which is not Ready" in said
+    assert lost.status.pendingOperation is not None and lost.status.pendingOperation.kind == "Restart"
+    assert lost.status.restarts.nextRetryAt == format_time(later(30))  # a first failure: no backoff
+    # the watch has not delivered the deletions yet: the next attempt (2, the standby's name) waits for them
+    stale = decide(view(WARM, lost.status), Observation(drivers=(OLD, STRANDED), lease=expired), later(30))
+    assert stale.status.run is not None and stale.status.run.attempt == 2
+    assert not [a for a in stale.actions if isinstance(a, EnsureDriver) and not a.check_only]  # not adopted
+    assert not [action for action in stale.actions if isinstance(action, PromoteDriver)]
+    # the old pod gone, the stranded one still listed: it is not taken for the attempt's driver (nor failed again)
+    left = decide(view(WARM, stale.status), Observation(drivers=(STRANDED,), lease=expired), later(30))
+    assert left.status.pendingOperation is not None and left.status.pendingOperation.kind == "StartDriver"
+    assert left.status.restarts.total == 1 and _deletes(left) == {STRANDED.name: 0}
+    assert not [
+        a
+        for a in left.actions
+        if isinstance(a, (EnsureDriver, PromoteDriver)) and not (isinstance(a, EnsureDriver) and a.check_only)
+    ]
+    gone = decide(view(WARM, left.status), Observation(lease=expired), later(31))
+    (ensure,) = [action for action in gone.actions if isinstance(action, EnsureDriver)]
+    assert (ensure.attempt, ensure.standby, ensure.check_only) == (2, False, False)  # a new pod, not the standby
+
+
+@pytest.mark.parametrize(
+    ("case", "standby", "lease", "grace"),
+    [
+        # never promoted, the Lease held by another (or released): it provably writes nothing
+        ("held by the old driver, expired", STRANDED, _lease(OLD.name), 0),
+        ("released", STRANDED, _lease(None), 0),
+        # the Lease not read: no proof, its own grace period, and the fence waits
+        ("not read", STRANDED, None, None),
+        # held by the standby itself (a promotion reached it): only its expiry proves it stopped
+        ("held by it, renewed", STRANDED, _lease(STRANDED.name, since=25), None),
+        ("held by it, expired", STRANDED, _lease(STRANDED.name), 0),
+        # made without the Lease (an older operator): nothing proves it stopped
+        ("not guarded", replace(STRANDED, lease_guarded=False), _lease(None), None),
+    ],
+)
+def test_a_stranded_standby_is_force_deleted_only_once_its_lease_proves_it_stopped(
+    case: str, standby: DriverPod, lease: DriverLease | None, grace: int | None
+) -> None:
+    status = running()
+    observation = Observation(drivers=(OLD, standby), lease=lease, unanswered=True)
+    lost = decide(view(WARM, status), observation, later(40))
+    assert _deletes(lost).get(standby.name, "kept") == grace, case
+    assert not [action for action in lost.actions if isinstance(action, PromoteDriver)]
+    # while it is still there (Terminating on its lost node, or not yet seen deleted), no new driver is made
+    stuck = replace(standby, deleting=True, deletion_due=later(41))
+    fenced = decide(view(WARM, lost.status), Observation(drivers=(stuck,), lease=lease), later(41))
+    if grace is None:
+        assert not [a for a in fenced.actions if isinstance(a, EnsureDriver) and not a.check_only], case
+        assert fenced.status.pendingOperation is not None
+    else:
+        assert _deletes(fenced).get(standby.name) == 0, case
+
+
+def test_a_standby_lost_beside_a_running_driver_is_replaced_with_an_event() -> None:
+    status = running()
+    active = pod(lease_guarded=True, node="worker-2")
+    unread = decide(view(WARM, status), Observation(drivers=(active, STRANDED), progress=COMMITTED), later(3))
+    assert _deletes(unread) == {STRANDED.name: None}  # no Lease read yet: its own grace period first
+    assert _reasons(unread) == [fence.STANDBY_LOST] and unread.status.restarts.total == 0
+    assert not [action for action in unread.actions if isinstance(action, EnsureDriver)]
+    (said,) = [event.message for event in unread.events]
+    assert said.endswith("recovering without it (replaced once a driver runs)")
+    stuck = replace(STRANDED, deleting=True, deletion_due=later(33))
+    held = _lease(active.name, since=3)  # read now that a guarded pod is being deleted
+    observation = Observation(drivers=(active, stuck), progress=COMMITTED, lease=held)
+    forced = decide(view(WARM, unread.status), observation, later(4))
+    assert _deletes(forced) == {STRANDED.name: 0} and forced.events == ()  # said once
+    assert not [action for action in forced.actions if isinstance(action, EnsureDriver)]  # not while it is there
+    gone = decide(view(WARM, forced.status), Observation(drivers=(active,), progress=COMMITTED), later(5))
+    (ensure,) = [action for action in gone.actions if isinstance(action, EnsureDriver)]
+    assert (ensure.attempt, ensure.standby) == (2, True)  # a new standby (the unreachable node takes no pods)
+
+
+def test_a_promoted_standby_found_on_a_lost_node_is_failed_and_a_fresh_attempt_made() -> None:
+    """The Lease expired before the node was marked NotReady: the standby was promoted (it never answered). Once its
+    node is read lost it is not waited for (heartbeatTimeout): it fails, force-deleted, and attempt 3 follows."""
+    status = running()
+    expired = _lease(OLD.name)
+    first = decide(
+        view(WARM, status), Observation(drivers=(OLD, replace(STRANDED, node_lost=False)), lease=expired), later(30)
+    )
+    promoting = decide(view(WARM, first.status), Observation(drivers=(replace(STRANDED, node_lost=False),)), later(31))
+    assert promoting.status.run is not None and promoting.status.run.attempt == 2
+    silent = Observation(drivers=(STRANDED,), lease=expired, unanswered=True)
+    lost = decide(view(WARM, promoting.status), silent, later(45))
+    assert lost.status.restarts.lastFailureReason == fence.STANDBY_LOST
+    assert _deletes(lost) == {STRANDED.name: 0}
+    assert not [action for action in lost.actions if isinstance(action, PromoteDriver)]
+    later_on = lost.status.restarts.nextRetryAt
+    assert later_on is not None
+    at = (parse_time(later_on) - T0).total_seconds()
+    retry = decide(view(WARM, lost.status), Observation(lease=expired), later(at))
+    (ensure,) = [action for action in retry.actions if isinstance(action, EnsureDriver)]
+    assert (ensure.attempt, ensure.standby) == (3, False)
