@@ -6,7 +6,9 @@ that is powered off or cut off from the API server. Driver stand-ins answer the 
 the old driver's hold on the app's driver Lease (the runtime's guard, tested in tests/unit/test_driver_lease.py).
 Here: a driver cut off from the operator and its kubelet but not from the API server, which keeps renewing its
 Lease, is never force-deleted while it does; an executor stuck on a lost node is force-deleted for Spark; a killed
-driver's Lease is released when its kubelet confirms the death, and left to expire when its node is not Ready.
+driver's Lease is released when its kubelet confirms the death, and left to expire when its node is not Ready; a
+warm standby on the lost driver's node is not promoted: the next attempt is a fresh driver, made as soon as without
+a standby.
 A powered-off or fully partitioned node (the Lease expires, the next attempt runs elsewhere) is proven end to end on
 the kind cluster instead: tests/multinode/test_node_loss.py.
 """
@@ -38,9 +40,10 @@ LEASE_SECONDS = 12
 NOT_FOUND = 404
 
 
-def _manifest(node: str, heartbeat: str = "2m") -> dict:  # type: ignore[type-arg]
+def _manifest(node: str, heartbeat: str = "2m", *, standby: bool = False) -> dict:  # type: ignore[type-arg]
     restart = {"backoff": {"initialSeconds": 1, "maxSeconds": 4}, "heartbeatTimeout": heartbeat}
-    return app_manifest(APP, restartPolicy=restart, driver={"podTemplate": {"spec": pinned_to(node)}})
+    extra = {"standby": {"enabled": True}} if standby else {}
+    return app_manifest(APP, restartPolicy=restart, driver={"podTemplate": {"spec": pinned_to(node)}}, **extra)
 
 
 class LeaseHolder:
@@ -288,3 +291,47 @@ def test_a_killed_drivers_lease_on_a_node_not_ready_is_left_to_expire(
         assert record.holder == old.metadata.name, f"the Lease was released or taken: {record}"
         assert record.renew_time == holder.last_renewal
         assert kubelet.live_seen == []
+
+
+def _lost_node(api: ApiClient, node: str) -> None:
+    """The node stops heartbeating: its Ready condition turns Unknown (as the node lifecycle controller sets it)."""
+    unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "no heartbeat"}
+    client.CoreV1Api(api).patch_node_status(node, {"status": {"conditions": [unknown]}})
+
+
+def test_a_standby_on_the_lost_drivers_node_is_not_promoted_and_a_fresh_attempt_follows_the_lease(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """The active driver and its warm standby share a node that goes NotReady (powered off): the standby is not
+    promoted (it could never answer); both pods are force-deleted once the Lease proves them stopped (the standby
+    never held it), and the next attempt (the standby's attempt number) is a fresh pod, created within the Lease +
+    the margin + one Lease read (+ 2 s) of the last renewal, never beside another driver of the app."""
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node, standby=True))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            standby = wait_for(lambda: _running(api, namespace, 2), what="the standby of attempt 1 runs")
+            assert standby.metadata.labels[names.STANDBY] == "true" and standby.spec.node_name == node
+            holder.stop()  # the node is off: nobody renews, answers, or confirms a deletion
+            kubelet.freeze(old.metadata.name)
+            kubelet.freeze(standby.metadata.name)
+            _lost_node(api, node)
+            assert holder.last_renewal is not None
+
+            def fresh() -> client.V1Pod | None:
+                pod = _pod(api, namespace, 2)
+                return pod if pod is not None and pod.metadata.uid != standby.metadata.uid else None
+
+            following = wait_for(fresh, timeout=90, interval=0.2, what="a fresh attempt 2")
+            pods = [pod.metadata.name for pod in driver_pods(api, namespace, APP)]
+            assert pods == [following.metadata.name], f"another driver pod beside the new one: {pods}"
+        made = (following.metadata.creation_timestamp - holder.last_renewal).total_seconds()  # whole seconds
+        bound = LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS + fence.LEASE_READ_SECONDS + 2
+        print(f"last renewal -> fresh attempt 2 created {made:.0f}s (bound {bound:g}s; a promotion never came)")
+        assert LEASE_SECONDS + fence.FENCE_MARGIN_SECONDS - 1 <= made <= bound, made
+        assert following.metadata.labels.get(names.STANDBY) != "true"
+        assert kubelet.requests_of(standby.metadata.name, "promote") == []
+        reasons = [event.reason for event in events_for(api, namespace, APP)]
+        assert fence.STANDBY_LOST in reasons and "StandbyPromoted" not in reasons and "PromotingStandby" not in reasons
+        status = get_app(api, namespace, APP)["status"]
+        assert status["restarts"]["lastFailureReason"] == fence.LEASE_EXPIRED and status["restarts"]["total"] == 1
