@@ -140,6 +140,11 @@ def attempt_labels(app: str, run: int, attempt: int) -> dict[str, str]:
     return {**app_labels(app), RUN: str(run), ATTEMPT: str(attempt)}
 
 
+def driver_selector_labels(app: str) -> dict[str, str]:
+    """Labels every driver pod of `app` has, of any run or attempt (standby and pre-warmed drivers included)."""
+    return {APP: app, ROLE: ROLE_DRIVER}
+
+
 def driver_labels(app: str, run: int, attempt: int) -> dict[str, str]:
     """Labels of a driver pod (the Service selects on these)."""
     return {**attempt_labels(app, run, attempt), ROLE: ROLE_DRIVER, COMPONENT: "driver"}

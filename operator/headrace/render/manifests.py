@@ -405,7 +405,7 @@ def driver_pod_manifest(attempt: Attempt) -> dict[str, Any]:
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 30,
             "securityContext": security.pod_security_context(),
-            **scheduling.pod_fields(spec.driver),
+            **scheduling.spread(scheduling.pod_fields(spec.driver), names.driver_selector_labels(attempt.app)),
             **_image_pull_secrets(spec),
             "containers": [
                 {

@@ -3,6 +3,7 @@ template (each its own), a podTemplate merging over them."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import yaml
@@ -49,9 +50,8 @@ def test_each_pod_gets_its_own_scheduling() -> None:
     assert executor["affinity"] == GPU_NODES["affinity"]
     assert executor["topologySpreadConstraints"] == GPU_NODES["topologySpreadConstraints"]
     assert executor["priorityClassName"] == "streaming"
-    assert not {"nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"} & set(
-        driver
-    )
+    assert not {"nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"} & set(driver)
+    assert set(driver["affinity"]) == {"podAntiAffinity"}  # only the drivers' own spread (below)
     driver = manifests.driver_pod_manifest(
         attempt(driver={"priorityClassName": "critical", "tolerations": [{"key": "a"}]})
     )
@@ -106,3 +106,40 @@ def test_the_autoscalers_memory_quota_counts_the_memory_the_pods_request() -> No
         executor = _template(**overrides)["spec"]["containers"][0]["resources"]["limits"]["memory"]
         mib = [int(quantity.removesuffix("Mi")) for quantity in (driver, executor)]
         assert app_memory_mib(app.spec, 3) == mib[0] + 3 * mib[1]
+
+
+SPREAD_TERM = {
+    "weight": 100,
+    "podAffinityTerm": {
+        "labelSelector": {"matchLabels": {"headrace.dev/app": "clicks", "headrace.dev/role": "driver"}},
+        "topologyKey": "kubernetes.io/hostname",
+    },
+}
+
+
+def test_an_apps_driver_pods_prefer_nodes_without_another_of_its_drivers() -> None:
+    """The running driver and its warm standby (or pre-warmed successor) on different nodes where the cluster has
+    them, so that one lost node does not take both; added to the user's own affinity, never replacing it."""
+    for standby in (False, True):
+        pod = manifests.driver_pod_manifest(dataclasses.replace(attempt(), standby=standby))
+        anti = pod["spec"]["affinity"]["podAntiAffinity"]
+        assert anti == {"preferredDuringSchedulingIgnoredDuringExecution": [SPREAD_TERM]}
+        assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti  # one schedulable node still runs both
+    own = {
+        "nodeAffinity": GPU_NODES["affinity"]["nodeAffinity"],  # type: ignore[index]
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}
+            ],
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}, "topologyKey": "rack"}],
+        },
+    }
+    spec = manifests.driver_pod_manifest(attempt(driver={"affinity": own}))["spec"]
+    assert spec["affinity"]["nodeAffinity"] == own["nodeAffinity"]
+    anti = spec["affinity"]["podAntiAffinity"]
+    assert anti["requiredDuringSchedulingIgnoredDuringExecution"] == [{"labelSelector": {}, "topologyKey": "rack"}]
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}},
+        SPREAD_TERM,
+    ]
+    assert "affinity" not in _template()["spec"]  # executors: only what the user asks
