@@ -335,3 +335,35 @@ def test_a_standby_on_the_lost_drivers_node_is_not_promoted_and_a_fresh_attempt_
         assert fence.STANDBY_LOST in reasons and "StandbyPromoted" not in reasons and "PromotingStandby" not in reasons
         status = get_app(api, namespace, APP)["status"]
         assert status["restarts"]["lastFailureReason"] == fence.LEASE_EXPIRED and status["restarts"]["total"] == 1
+
+
+def test_a_standby_promoted_before_its_node_was_marked_lost_is_failed_once_it_is(
+    operator: OperatorProcess, api: ApiClient, namespace: str
+) -> None:
+    """The other order (a real cluster marks a node NotReady some 40-50 s after its last heartbeat, later than the
+    Lease expires): the standby on the lost driver's node is promoted first and never answers. Once its node is read
+    lost it fails as `StandbyLost` at once (not after heartbeatTimeout, 2m) and the next attempt is a fresh pod."""
+    with kubeless_node(api, namespace) as node, Kubelet(api, namespace, APP) as kubelet:
+        create_app(api, namespace, _manifest(node, standby=True))
+        old = _first_driver(api, namespace, node)
+        with LeaseHolder(api, namespace, old.metadata.name) as holder:
+            standby = wait_for(lambda: _running(api, namespace, 2), what="the standby of attempt 1 runs")
+            holder.stop()
+            kubelet.freeze(old.metadata.name)
+            kubelet.freeze(standby.metadata.name)
+
+        def promoted() -> bool:
+            return "StandbyPromoted" in {event.reason for event in events_for(api, namespace, APP)}
+
+        wait_for(promoted, timeout=60, what="the standby promoted (its node still Ready)")
+        assert _pod(api, namespace, 3) is None
+        lost_at = time.monotonic()
+        _lost_node(api, node)
+        wait_for(lambda: _failure_reason(api, namespace) == fence.STANDBY_LOST, timeout=30, what="StandbyLost")
+        following = wait_for(lambda: _pod(api, namespace, 3), timeout=30, what="attempt 3 created")
+        made = time.monotonic() - lost_at
+        pods = [pod.metadata.name for pod in driver_pods(api, namespace, APP)]
+        assert pods == [following.metadata.name], f"another driver pod beside the new one: {pods}"
+        assert following.metadata.labels.get(names.STANDBY) != "true"
+        print(f"node read lost -> attempt 3 created {made:.1f}s after (heartbeatTimeout 2m)")
+        assert made < 15, made
