@@ -10,7 +10,9 @@ Every handler is async and only files what it saw and enqueues; the reconciler d
 A Node watch (`watch_nodes`, where the operator may list and watch Nodes: `headrace.app` asks first) keeps only
 what `headrace.controller.nodes.NodeStates` needs (no kopf index: a cluster may have thousands of Nodes): each
 event replaces that node's state at once (no GET), and only when its being drained or lost changed are the apps
-with a driver pod on it queued, so a cordon reaches its drivers' apps in about a second, not at their next poll.
+with a driver pod on it queued, so a cordon reaches its drivers' apps in about a second, not at their next poll;
+when a node takes pods again (back Ready, uncordoned), the apps whose warm standby shares the writing driver's node
+are queued, so the standby moves within seconds of the node's return.
 A fourth watch, of our two CRDs, notices a CRD replaced under the running operator (`helm upgrade`): the
 kind's watch may then deliver objects read under the old schema for a while, so apps are read afresh and
 the cache is checked against fresh lists meanwhile (`Cache.schema_changed`, `Verifier.schema_changed`).
@@ -45,8 +47,22 @@ from headrace.controller.workqueue import WorkQueue
 logger = logging.getLogger(__name__)
 
 FINALIZER = names.DISPOSE_FINALIZER
-# (Node name, its body or None once deleted) -> whether its being drained or lost changed (`NodeStates.observed`)
-NodeObserved = Callable[[str, dict[str, Any] | None], bool]
+
+
+class NodeChanged(Protocol):
+    """What a Node event changed (`headrace.controller.nodes.NodeChange`)."""
+
+    @property
+    def moved(self) -> bool:
+        """Its being drained or lost changed."""
+
+    @property
+    def freed(self) -> bool:
+        """It may take pods now and could not before."""
+
+
+# (Node name, its body or None once deleted) -> what changed (`NodeStates.observed`)
+NodeObserved = Callable[[str, dict[str, Any] | None], NodeChanged]
 # (StreamingSavepoint body, tries so far, seconds since the first) -> None: done; (seconds, why): try again then
 Dispose = Callable[[dict[str, Any], int, float], tuple[float, str] | None]
 
@@ -200,15 +216,22 @@ def watch_nodes(registry: kopf.OperatorRegistry, *, nodes: NodeObserved, cache: 
 
 
 def node_event(nodes: NodeObserved, cache: Cache, event: dict[str, Any]) -> set[AppKey]:
-    """File one Node watch event in `nodes`; the apps to queue (none unless the node's draining or lost changed)."""
+    """File one Node watch event in `nodes`; the apps to queue: those with a driver pod on it when its being drained
+    or lost changed, those whose writer and standby share a node when it takes pods again; else none."""
     body: dict[str, Any] = event.get("object") or {}
     name = str((body.get("metadata") or {}).get("name") or "")
-    if not name or not nodes(name, None if event.get("type") == "DELETED" else body):
+    if not name:
         return set()
-    keys = cache.apps_on_node(name)
+    change = nodes(name, None if event.get("type") == "DELETED" else body)
+    keys = cache.apps_on_node(name) if change.moved else set()
     if keys:
         logger.info("node %s is now being drained or lost, or no longer: reconciling %d app(s)", name, len(keys))
-    return keys
+    sharing = cache.apps_sharing_node() if change.freed else set()
+    if sharing:
+        logger.info(
+            "node %s takes pods again: reconciling %d app(s) whose standby shares its driver's node", name, len(sharing)
+        )
+    return keys | sharing
 
 
 CRD_KINDS: dict[str, Kind] = {

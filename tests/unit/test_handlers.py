@@ -11,6 +11,7 @@ import pytest
 from headrace import handlers
 from headrace.api import models, names
 from headrace.controller.cache import Cache, Verifier
+from headrace.controller.nodes import NodeChange
 from headrace.controller.workqueue import WorkQueue
 
 PODS = kopf.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True)
@@ -91,7 +92,7 @@ def test_nodes_are_watched_only_when_asked_and_never_indexed() -> None:
     registry = kopf.OperatorRegistry()
     queue = WorkQueue(lambda key: None, workers=1)
     verifier = Verifier(set, queue.add, 300)
-    handlers.register(registry, queue, Cache(), 1, verifier=verifier, nodes=lambda name, body: False)
+    handlers.register(registry, queue, Cache(), 1, verifier=verifier, nodes=lambda name, body: NodeChange(moved=False))
     watching: Any = registry._watching
     indexing: Any = registry._indexing
     assert watching.has_handlers(resource=NODES)
@@ -99,10 +100,11 @@ def test_nodes_are_watched_only_when_asked_and_never_indexed() -> None:
     assert "Node" in handlers.WITHOUT_CHANGE_HANDLERS
 
 
-def _driver_on(node: str, app: str) -> dict[str, Any]:
-    labels = {names.APP: app, names.RUN: "1", names.ATTEMPT: "1", names.ROLE: names.ROLE_DRIVER}
-    metadata = {"name": f"{app}-driver", "namespace": "ns", "uid": f"uid-{app}", "resourceVersion": "1"}
-    return {"metadata": {**metadata, "labels": labels}, "spec": {"nodeName": node}}
+def _driver_on(node: str, app: str, attempt: int = 1, **extra: str) -> dict[str, Any]:
+    labels = {names.APP: app, names.RUN: "1", names.ATTEMPT: str(attempt), names.ROLE: names.ROLE_DRIVER, **extra}
+    name = f"{app}-a{attempt}-driver"
+    metadata = {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1"}
+    return {"metadata": {**metadata, "labels": labels}, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
 
 
 @pytest.mark.parametrize(
@@ -120,9 +122,9 @@ def test_a_node_event_queues_the_apps_on_it_only_when_it_moved(
 ) -> None:
     seen: list[tuple[str, dict[str, Any] | None]] = []
 
-    def observed(name: str, body: dict[str, Any] | None) -> bool:
+    def observed(name: str, body: dict[str, Any] | None) -> NodeChange:
         seen.append((name, body))
-        return changed
+        return NodeChange(moved=changed)
 
     cache = Cache()
     cache.observed("pod", _driver_on("w1", "clicks"))
@@ -131,3 +133,37 @@ def test_a_node_event_queues_the_apps_on_it_only_when_it_moved(
     name = event["object"]["metadata"].get("name")
     if name:
         assert seen == [(name, None if event["type"] == "DELETED" else event["object"])]
+
+
+WRITER = {names.WRITER: "true"}
+STANDBY = {names.STANDBY: "true"}
+
+
+@pytest.mark.parametrize(
+    ("change", "queued"),
+    [
+        (NodeChange(moved=False, freed=True), {("ns", "shared")}),  # w3 takes pods again: the standby beside may move
+        (NodeChange(moved=True, freed=True), {("ns", "shared"), ("ns", "on-w3")}),  # back Ready: its own apps too
+        (NodeChange(moved=False), set()),  # a heartbeat
+    ],
+)
+def test_a_node_taking_pods_again_queues_the_apps_whose_standby_shares_the_drivers_node(
+    change: NodeChange, queued: set[tuple[str, str]]
+) -> None:
+    cache = Cache()
+    for pod in (
+        _driver_on("w1", "shared", **WRITER),
+        _driver_on("w1", "shared", 2, **STANDBY),
+        _driver_on("w1", "apart", **WRITER),
+        _driver_on("w2", "apart", 2, **STANDBY),
+        _driver_on("w1", "starting"),  # not yet the writer: its standby comes once it commits
+        _driver_on("w1", "starting", 2, **STANDBY),
+        _driver_on("w3", "on-w3", **WRITER),
+    ):
+        cache.observed("pod", pod)
+    promoted = _driver_on("w2", "promoted", 2, **STANDBY, **WRITER)  # a promoted standby is the writer
+    cache.observed("pod", promoted)
+    cache.observed("pod", _driver_on("w2", "promoted", 3, **STANDBY))
+    event = {"type": "MODIFIED", "object": {"metadata": {"name": "w3"}}}
+    expected = queued | ({("ns", "promoted")} if change.freed else set())
+    assert handlers.node_event(lambda name, body: change, cache, event) == expected

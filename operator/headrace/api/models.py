@@ -945,6 +945,11 @@ class RunStatus(Model):
     unansweredSince: str | None = Field(
         default=None, description="Since when the running driver has not answered status calls (cleared by an answer)."
     )
+    standbyMovedAt: str | None = Field(
+        default=None,
+        description="When a warm standby that shared this attempt's driver's node was last removed so that a new one "
+        "goes to another node (at most once per 10 minutes).",
+    )
 
 
 class RestartStatus(Model):

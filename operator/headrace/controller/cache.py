@@ -134,6 +134,10 @@ def trim_pod(body: dict[str, Any]) -> dict[str, Any]:
     }
     if spec.get("nodeName"):
         kept_spec["nodeName"] = spec["nodeName"]
+    # And where it may be scheduled (whether another node could take a standby: `NodeStates.other_free`).
+    for key in ("nodeSelector", "tolerations"):
+        if spec.get(key):
+            kept_spec[key] = spec[key]
     return {"metadata": _metadata(body, _POD_LABELS), "spec": kept_spec, "status": kept_status}
 
 
@@ -183,6 +187,29 @@ def apps_on(pods: Iterable[dict[str, Any]], node: str) -> set[AppKey]:
     }
 
 
+def _live(pod: dict[str, Any]) -> bool:
+    """Not being deleted and not ended."""
+    ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return not ended and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def sharing(pods: Iterable[dict[str, Any]]) -> set[AppKey]:
+    """The apps whose writing driver and a waiting warm standby (labelled standby, not the writer) are bound to one
+    node, both live: a node that takes pods again may let the standby move (`headrace.core.standby`)."""
+    writers: set[tuple[AppKey, str]] = set()
+    standbys: set[tuple[AppKey, str]] = set()
+    for pod in pods:
+        node, key = (pod.get("spec") or {}).get("nodeName"), app_key("pod", pod)
+        if not node or key is None or not _live(pod):
+            continue
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(names.WRITER) == "true":
+            writers.add((key, node))
+        elif labels.get(names.STANDBY) == "true":
+            standbys.add((key, node))
+    return {key for key, _ in writers & standbys}
+
+
 class Cache:
     """Thread-safe store of apps, driver pods and StreamingSavepoints (fed by the watches, read by reconciles)."""
 
@@ -217,6 +244,12 @@ class Cache:
         drained or lost changed)."""
         with self._lock:
             return apps_on(self._objects["pod"].values(), node)
+
+    def apps_sharing_node(self) -> set[AppKey]:
+        """The apps whose writing driver and warm standby share a node (a scan of the driver pods held: asked only
+        when a node takes pods again)."""
+        with self._lock:
+            return sharing(self._objects["pod"].values())
 
     def apps_with_pods(self) -> list[AppKey]:
         """The apps with at least one driver pod held."""

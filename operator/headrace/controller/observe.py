@@ -462,6 +462,24 @@ def prewarmed_driver_pod(status: StreamingAppStatus, pods: list[dict[str, Any]])
     return None if pod["metadata"].get("deletionTimestamp") else pod
 
 
+def standby_beside(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The app's live warm standby pod (labelled so, not the writer) bound to the node of its current driver pod
+    (status.run.driverPod, live too), if any: whether another node could take it decides its move."""
+    current = ((app.get("status") or {}).get("run") or {}).get("driverPod")
+    live = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    live = [pod for pod in live if not pod["metadata"].get("deletionTimestamp")]
+    driver = next((pod for pod in live if pod["metadata"]["name"] == current), None)
+    node = ((driver or {}).get("spec") or {}).get("nodeName")
+    if driver is None or not node:
+        return None
+    for pod in live:
+        labels = pod["metadata"].get("labels") or {}
+        standby = labels.get(names.STANDBY) == "true" and labels.get(names.WRITER) != "true"
+        if pod is not driver and standby and (pod.get("spec") or {}).get("nodeName") == node:
+            return pod
+    return None
+
+
 def current_driver_pod(app: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The app's current driver pod (status.run.driverPod) when it runs, has an IP and is not being deleted;
     else None (a terminating driver is exiting: asking it could only wait for a timeout)."""

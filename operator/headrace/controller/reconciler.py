@@ -45,6 +45,7 @@ from headrace.controller.observe import (
     observe,
     read_driver_pod,
     running_nodes,
+    standby_beside,
 )
 from headrace.controller.savepoint_calls import SavepointCalls
 from headrace.controller.status_recorder import StatusRecorder
@@ -215,6 +216,12 @@ class Reconciler:
             ready_nodes=self._nodes.ready(ended_nodes(pods)),
             lost_nodes=self._nodes.lost(live_nodes(pods)),
         )
+        if (beside := standby_beside(body, pods)) is not None:
+            spec = beside.get("spec") or {}
+            free = self._nodes.other_free(
+                spec["nodeName"], spec.get("tolerations") or [], spec.get("nodeSelector") or {}
+            )
+            observation = replace(observation, other_node_free=free)
         if self._nodes.any_draining():
             observation = self._with_draining_executors(namespace, name, observation)
         if executors.short(observation):  # one may be stuck on a lost node: Spark replaces it once its pod is gone

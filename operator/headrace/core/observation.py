@@ -168,6 +168,9 @@ class Observation:
     prewarmed: DriverProgress | None = None  # a pre-warmed upgrade's new driver (pendingOperation Upgrade/Prewarm)
     lease: DriverLease | None = None  # the driver Lease, read when a guarded driver is stuck deleting or unanswered
     executors: tuple[ExecutorPod, ...] = ()  # executor pods being deleted, listed while the driver is short of them
+    # the running driver's warm standby shares its node, and another node (known, trusted) could take the standby
+    # now (False: not so, or not known: an operator that may not watch Nodes, a single-node cluster)
+    other_node_free: bool = False
 
     def savepoint(self, name: str) -> SavepointResource | None:
         """A StreamingSavepoint of the app by name."""

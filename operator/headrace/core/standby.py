@@ -8,7 +8,9 @@ already there; then the current driver is promoted, only while no other driver o
 exists. A standby on a lost node (`fence.stranded`) is never promoted nor kept: a lost driver is then recovered
 through a fresh attempt at once (the standby's pod is removed first: `attempts.continue_start`), and a standby lost
 while the driver runs is removed and replaced (event StandbyLost). A new standby is created once the current driver
-committed a batch. Anything else about a standby
+committed a batch. A standby that shares the running driver's node (made while no other node could take it: the
+drivers' anti-affinity is only preferred, and a scheduled pod never moves) is removed once another node could
+(event StandbyMoved), at most once per MOVE_EVERY: its replacement then goes elsewhere. Anything else about a standby
 (another spec, failed, disabled, a new run, suspended) removes it; a spec change starts it afresh.
 Every driver holds the app's driver Lease while it writes (`headrace.core.fence`), a standby once promoted.
 Never: I/O or the clock.
@@ -16,12 +18,19 @@ Never: I/O or the clock.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from headrace.api.models import RunStatus, StreamingAppSpec
 from headrace.core import fence
 from headrace.core.attempts import ensure, expected_commits, may_repartition
 from headrace.core.builder import Builder, parse_spec_json, spec_hash
 from headrace.core.observation import DriverPod, Observation
 from headrace.core.plan import DeletePod, PromoteDriver
+from headrace.core.timefmt import format_time, parse_time
+
+# The least time between two moves of an app's standby off its driver's node: a move the scheduler could not honour
+# (the other node lacks room, or the pod's required node affinity excludes it) costs a standby's warm-up, not a loop.
+MOVE_EVERY = timedelta(minutes=10)
 
 
 def wanted(spec: StreamingAppSpec) -> bool:
@@ -80,12 +89,36 @@ def tend(builder: Builder, spec: StreamingAppSpec, observation: Observation, pod
         message = f"standby driver {following.name} ended ({following.reason}); replaced"
         builder.event("StandbyFailed", message, warning=True)
         return
+    if following is not None and _move(builder, observation, pod, following, planned):
+        return
     running = _running_spec(builder)
     committed = observation.progress is not None and bool(observation.progress.committed)
     if following is None and running is not None and committed and wanted(spec):
         following_run = run.model_copy(update={"attempt": run.attempt + 1})
         builder.actions.append(ensure(running, following_run, expected_commits(builder), standby=True, keep=run))
         builder.event("StandbyStarting", f"warm standby driver for attempt {run.attempt + 1} of run {run.number}")
+
+
+def _move(builder: Builder, observation: Observation, pod: DriverPod, following: DriverPod, planned: set[str]) -> bool:
+    """Remove a waiting standby that shares the running driver's node once another node could take it (one node's
+    loss would take both), unless one was moved within MOVE_EVERY. True when it did."""
+    run = builder.status.run
+    assert run is not None
+    shared = following.standby and following.node is not None and following.node == pod.node
+    live = not (following.terminated or following.deleting or pod.deleting) and following.name not in planned
+    if not (shared and live and observation.other_node_free):
+        return False
+    last = parse_time(run.standbyMovedAt) if run.standbyMovedAt else None
+    if last is not None and builder.now - last < MOVE_EVERY:
+        return False
+    builder.actions.append(DeletePod(name=following.name, reason=f"shares node {pod.node} with the running driver"))
+    run.standbyMovedAt = format_time(builder.now)
+    message = (
+        f"standby driver {following.name} shares node {pod.node} with the running driver {pod.name}; moved so that "
+        "one node's loss does not take both"
+    )
+    builder.event("StandbyMoved", message)
+    return True
 
 
 def stranded(pod: DriverPod, observation: Observation) -> bool:

@@ -69,6 +69,15 @@ def test_a_pod_is_kept_trimmed_to_what_the_planner_reads() -> None:
         "containers": [{"env": [{"name": "HEADRACE_DRIVER_LEASE"}]}],
         "nodeName": "worker-1",
     }
+    # and where it may be scheduled (whether another node could take a standby beside its driver)
+    placed = pod("d3", 7)
+    placed["spec"] |= {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "pool", "operator": "Exists"}]}
+    assert trim_pod(placed)["spec"] == {
+        "volumes": [],
+        "containers": [{"env": []}],
+        "nodeSelector": {"pool": "a"},
+        "tolerations": [{"key": "pool", "operator": "Exists"}],
+    }
     assert held["status"]["containerStatuses"] == [{"state": {"running": {}}}]
     assert cache.pods(NAMESPACE, "other") == []
 

@@ -590,3 +590,32 @@ def test_a_driver_whose_lease_was_read_expired_is_failed_without_being_asked() -
     assert ("delete_pod", DRIVER) in kube.calls
     status = kube.apps[(NAMESPACE, APP)]["status"]
     assert status["restarts"]["lastFailureReason"] == fence.LEASE_EXPIRED
+
+
+def _bound(pod: dict[str, Any], node: str, **labels: str) -> dict[str, Any]:
+    pod["metadata"]["labels"] |= labels
+    pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": "Running", "podIP": "10.0.0.9", "containerStatuses": [{"state": {"running": {}}}]}
+    return pod
+
+
+def test_a_standby_beside_its_driver_is_observed_with_whether_another_node_could_take_it() -> None:
+    """Asked of the nodes held (the Node watch's): none known, another one Ready, the standby already apart."""
+    kube, driver, _, metrics = cluster()
+    nodes = NodeStates(lambda name: None, clock=lambda: 0.0)
+    reconciler = Reconciler(kube, FakeCache(kube), driver, metrics, lambda: T0, nodes=nodes)
+    running = decide(view(), seen(), T0).status
+    running = decide(view(status=running), seen(builders_pod()), T0).status
+    body = app_body(running.model_dump(mode="json", exclude_none=True))
+    kube.apps[(NAMESPACE, APP)] = body
+    kube.pods[(NAMESPACE, DRIVER)] = _bound(manifests.driver_pod_manifest(attempt()), "w1", **{names.WRITER: "true"})
+    standby = _bound(manifests.driver_pod_manifest(replace(attempt(number=2), standby=True)), "w1")
+    kube.pods[(NAMESPACE, standby["metadata"]["name"])] = standby
+    in_service = {"spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert reconciler._observe(body, observe_module.app_view(body)).other_node_free is False  # no node known
+    nodes.observed("w1", in_service)
+    assert reconciler._observe(body, observe_module.app_view(body)).other_node_free is False  # the driver's node only
+    nodes.observed("w2", in_service)
+    assert reconciler._observe(body, observe_module.app_view(body)).other_node_free is True
+    standby["spec"]["nodeName"] = "w2"
+    assert reconciler._observe(body, observe_module.app_view(body)).other_node_free is False  # apart: not asked

@@ -4,6 +4,7 @@ committed, kept beside it, promoted after a loss only once the lost driver is go
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -311,3 +312,62 @@ def test_a_promoted_standby_found_on_a_lost_node_is_failed_and_a_fresh_attempt_m
     retry = decide(view(WARM, lost.status), Observation(lease=expired), later(at))
     (ensure,) = [action for action in retry.actions if isinstance(action, EnsureDriver)]
     assert (ensure.attempt, ensure.standby) == (3, False)
+
+
+AT = later(3)
+RECENTLY = format_time(AT - standby_module.MOVE_EVERY + timedelta(seconds=1))
+LONG_AGO = format_time(AT - standby_module.MOVE_EVERY)
+
+
+@pytest.mark.parametrize(
+    ("driver", "beside", "free", "moved_at", "moves"),
+    [
+        (pod(node="w1"), standby_pod(node="w1"), True, None, True),  # another node could take it
+        (pod(node="w1"), standby_pod(node="w1"), True, LONG_AGO, True),  # the last move was long enough ago
+        (pod(node="w1"), standby_pod(node="w1"), True, RECENTLY, False),  # it just moved (and landed there again)
+        (pod(node="w1"), standby_pod(node="w1"), False, None, False),  # no other node (or the nodes are not known)
+        (pod(node="w1"), standby_pod(node="w2"), True, None, False),  # already apart
+        (pod(), standby_pod(), True, None, False),  # not scheduled yet: no node to share
+        (pod(node="w1"), standby_pod(node="w1", phase="Pending"), True, None, True),  # moved before it even starts
+        (pod(node="w1"), standby_pod(node="w1", deleting=True), True, None, False),  # already going
+        (pod(node="w1", deleting=True), standby_pod(node="w1"), True, None, False),  # the driver is lost: promote it
+    ],
+)
+def test_a_standby_sharing_the_running_drivers_node_moves_once_another_node_could_take_it(
+    driver: DriverPod, beside: DriverPod, free: bool, moved_at: str | None, moves: bool
+) -> None:
+    status = running()
+    assert status.run is not None
+    status.run.standbyMovedAt = moved_at
+    observation = Observation(drivers=(driver, beside), progress=COMMITTED, other_node_free=free)
+    plan = decide(view(WARM, status), observation, AT)
+    removed = DeletePod(name=beside.name, reason="shares node w1 with the running driver")
+    assert (removed in plan.actions) is moves
+    events = [event.message for event in plan.events if event.reason == "StandbyMoved"]
+    assert plan.status.run is not None
+    if moves:
+        assert events == [
+            f"standby driver {beside.name} shares node w1 with the running driver {driver.name}; moved so that one "
+            "node's loss does not take both"
+        ]
+        assert plan.status.run.standbyMovedAt == format_time(AT)
+        assert not [action for action in plan.actions if isinstance(action, EnsureDriver)]  # once it is gone
+    else:
+        assert events == []
+        assert plan.status.run.standbyMovedAt == moved_at
+
+
+def test_a_moved_standby_is_replaced_once_gone_and_not_moved_again_within_the_interval() -> None:
+    status = running()
+    shared = Observation(drivers=(pod(node="w1"), standby_pod(node="w1")), progress=COMMITTED, other_node_free=True)
+    moved = decide(view(WARM, status), shared, AT)
+    gone = decide(view(WARM, moved.status), Observation(drivers=(pod(node="w1"),), progress=COMMITTED), later(40))
+    (ensure,) = [action for action in gone.actions if isinstance(action, EnsureDriver)]
+    assert (ensure.attempt, ensure.standby) == (2, True)
+    # the scheduler put it beside the driver again (the other node had no room): left there for MOVE_EVERY
+    again = decide(view(WARM, gone.status), shared, later(60))
+    assert not [action for action in again.actions if isinstance(action, DeletePod)]
+    past = AT + standby_module.MOVE_EVERY
+    assert DeletePod(name=standby_pod().name, reason="shares node w1 with the running driver") in (
+        decide(view(WARM, gone.status), shared, past).actions
+    )
