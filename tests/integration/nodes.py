@@ -39,18 +39,54 @@ def _confirm(api: ApiClient, namespace: str, node: str, stop: threading.Event) -
                     core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
 
 
+def ready_condition(ready: bool = True) -> dict[str, str]:
+    """A node's Ready condition, heartbeating now."""
+    stamp = format_time(datetime.now(UTC))
+    condition = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "a node without a kubelet"}
+    if not ready:
+        condition |= {"status": "False", "reason": "KubeletNotReady", "message": "the test says it is not ready"}
+    return condition | {"lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+
+
 @contextlib.contextmanager
-def kubeless_node(api: ApiClient, namespace: str, *, confirm_deletions: bool = False) -> Iterator[str]:
-    """A Ready Node with no kubelet, tainted for this test's pods only; removed afterwards with what is bound to it."""
+def heartbeats(api: ApiClient, ready: dict[str, bool]) -> Iterator[None]:
+    """Post each node's Ready condition (as `ready` says now) every 2 s, as a kubelet does: the node lifecycle
+    controller marks a node that stops heartbeating Unknown after its grace period (40-50 s)."""
+    core, stop = client.CoreV1Api(api), threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(2.0):
+            for node, state in list(ready.items()):
+                with contextlib.suppress(ApiException):
+                    core.patch_node_status(node, {"status": {"conditions": [ready_condition(state)]}})
+
+    beating = threading.Thread(target=beat, name="heartbeats", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beating.join(timeout=5)
+
+
+@contextlib.contextmanager
+def kubeless_node(
+    api: ApiClient,
+    namespace: str,
+    *,
+    confirm_deletions: bool = False,
+    labels: dict[str, str] | None = None,
+    ready: bool = True,
+) -> Iterator[str]:
+    """A Node with no kubelet (Ready unless `ready` is False), tainted for this test's pods only, with `labels` besides
+    its hostname; removed afterwards with what is bound to it."""
     core, name = client.CoreV1Api(api), f"nokubelet-{uuid.uuid4().hex[:8]}"
     taint = {"key": TAINT, "value": namespace, "effect": "NoSchedule"}
-    labels = {"kubernetes.io/hostname": name}
-    core.create_node({"metadata": {"name": name, "labels": labels}, "spec": {"taints": [taint]}})
+    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    core.create_node({"metadata": {"name": name, "labels": all_labels}, "spec": {"taints": [taint]}})
     resources = {"cpu": "16", "memory": "64Gi", "pods": "110"}
-    stamp = format_time(datetime.now(UTC))
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "a node without a kubelet"}
-    ready |= {"lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
-    core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}})
+    status = {"capacity": resources, "allocatable": resources, "conditions": [ready_condition(ready)]}
+    core.patch_node_status(name, {"status": status})
     stop = threading.Event()
     confirming = threading.Thread(target=_confirm, args=(api, namespace, name, stop), daemon=True)
     if confirm_deletions:
