@@ -162,11 +162,11 @@ def last_committed_batch(paths: Iterable[str]) -> int | None:
 
 
 def _select_log_file(parts: list[str], batch: int) -> SelectedFile | None:
+    """An ``offsets`` or ``commits`` entry up to ``batch`` (the last two are required: a restart reads them)."""
     number = _batch_number(parts[-1])
     if number is None or number > batch:
         return None
-    required = parts[0] in _LOG_DIRS and number >= batch - 1
-    return SelectedFile("/".join(parts), required)
+    return SelectedFile("/".join(parts), required=number >= batch - 1)
 
 
 def _select_state_versions(files: list[tuple[str, int, str]], version: int) -> list[SelectedFile]:
@@ -215,7 +215,14 @@ def select_committed_prefix(paths: Iterable[str], batch: int, partitions: int | 
     """The files that restore a checkpoint exactly at committed batch ``batch``.
 
     ``paths`` are relative to the query's checkpoint root, ``/``-separated. State store version
-    ``batch + 1`` is the state after batch ``batch``. Raises :class:`IncompleteCheckpointError`
+    ``batch + 1`` is the state after batch ``batch``. Every entry of the sources' own logs
+    (``sources/<n>/``) is kept: they are numbered by each source's offsets, not by batch ids. A file
+    source's entry ``L`` lists the files up to its log offset ``L``, and its log runs ahead of the batch
+    ids for good once a driver died after the source logged its next files and before the offsets log
+    recorded that batch (the next driver keeps that entry and logs the newly arrived files after it):
+    cut at ``batch``, the copy lost the entries the committed offsets name and every start of the
+    restored query failed (``batch <L> doesn't exist``). Entries after the committed offsets are what
+    Spark keeps on a restart too: the next batch reads them. Raises :class:`IncompleteCheckpointError`
     when a state store lacks a version it needs (such a checkpoint cannot be restored).
     ``partitions``: the state partitions at ``batch`` (its offset log's); the directories of partitions at or
     above it are left out, stale: a repartition to fewer partitions leaves them behind, with no versions after it.
@@ -226,8 +233,10 @@ def select_committed_prefix(paths: Iterable[str], batch: int, partitions: int | 
         parts = path.split("/")
         if _hidden(path) or parts[-1] == RESTORE_MARKER:
             continue
-        if parts[0] in (*_LOG_DIRS, "sources"):
+        if parts[0] in _LOG_DIRS:
             choice = _select_log_file(parts, batch)
+        elif parts[0] == "sources":
+            choice = SelectedFile(path, required=False)  # numbered by the source's own offsets: see the docstring
         elif parts[0] == "state":
             if _stale_partition(parts, partitions):
                 continue
