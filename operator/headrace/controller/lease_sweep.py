@@ -54,15 +54,20 @@ class LeaseSweep:
     def sweep(self) -> list[AppKey]:
         """One pass: read the due Leases (at once, on the pool), queue the apps whose driver's Lease expired; those
         apps."""
+        now = self._clock()
+        held = self._cache.apps_with_pods()
+        for key in set(self._queued) - set(held):
+            del self._queued[key]
         watched: dict[AppKey, tuple[DriverPod, ...]] = {}
-        for key in self._cache.apps_with_pods():
+        for key in held:  # only the apps whose read is due have their pods parsed (a tenth of them each second)
+            if not fence.read_due(_read_at(self._leases, key), now):
+                continue
             pods = tuple(pod for item in self._cache.pods(*key) if (pod := read_driver_pod(item)) is not None)
             if fence.watched(pods):
                 watched[key] = pods
-        for key in set(self._queued) - set(watched):
-            del self._queued[key]
-        now = self._clock()
-        due = [key for key in watched if fence.read_due(_read_at(self._leases, key), now)]
+            else:
+                self._queued.pop(key, None)
+        due = list(watched)
         list(self._pool.map(lambda key: self._leases.observe(*key), due))
         queued = []
         for key in due:
