@@ -3,9 +3,11 @@
 Owns: installing Azurite at the version and with the whole dependency tree testbed/azurite/package-lock.json pins
 (`npm ci`, integrity hashes checked) into the cache, running its Blob service over plain HTTP on one address with its
 blobs in its own work directory, the container it creates at start, the image's pinned ABFS jars for local-mode
-Spark, and a small Blob REST client signed with Shared Key (create a container, list blob names) for tests.
+Spark, a small Blob REST client signed with Shared Key (create a container, list blob names) for tests, and a
+stand-in of Entra ID's token endpoint for Workload Identity's exchange (a client assertion for an access token).
 Never: used by the operator or the runtime. Azurite knows one account, devstoreaccount1, whose key is public (its
-documentation prints it); it checks Shared Key signatures, and accepts OAuth tokens only over HTTPS.
+documentation prints it); it checks Shared Key signatures, and, over HTTPS with ``--oauth basic``, a bearer token's
+lifetime, issuer and audience (not its signature).
 `python -m testbed.azure` runs one on loopback in the foreground until interrupted.
 """
 
@@ -18,13 +20,17 @@ import hashlib
 import hmac
 import json
 import shutil
+import ssl
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 from testbed import REPOSITORY, build, maven, procs
@@ -39,6 +45,7 @@ ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 ACCOUNT_HOST = f"{ACCOUNT}.dfs.core.windows.net"  # the account's host in abfs:// URIs (its endpoint: ours)
 API_VERSION = "2021-08-06"
 START_TIMEOUT_SECONDS = 60.0
+MSI_TOKEN_PATH = "/metadata/identity/oauth2/token"
 AZURE_POM = REPOSITORY / "docker" / "azure" / "pom.xml"
 AZURE_CHECKSUMS = REPOSITORY / "docker" / "azure" / "jars.sha256"
 
@@ -73,10 +80,15 @@ def ensure_azurite() -> Path:
     return binary
 
 
-def server_argv(binary: Path, address: str, port: int, workdir: Path) -> list[str]:
-    """The Blob service's command line: plain HTTP on `address`:`port`, its blobs and metadata under `workdir`."""
+def server_argv(
+    binary: Path, address: str, port: int, workdir: Path, tls: tuple[Path, Path] | None = None
+) -> list[str]:
+    """The Blob service's command line: plain HTTP on `address`:`port` (HTTPS with `tls`, a certificate and its key,
+    then taking OAuth bearer tokens too), its blobs and metadata under `workdir`."""
+    https = ["--cert", str(tls[0]), "--key", str(tls[1]), "--oauth", "basic"] if tls else []
     return [
         str(binary),
+        *https,
         "--blobHost",
         address,
         "--blobPort",
@@ -93,8 +105,12 @@ def server_argv(binary: Path, address: str, port: int, workdir: Path) -> list[st
 class BlobClient:
     """The Blob REST calls tests need, signed with the account's Shared Key."""
 
-    def __init__(self, endpoint: str, account: str = ACCOUNT, key: str = ACCOUNT_KEY) -> None:
+    def __init__(self, endpoint: str, account: str = ACCOUNT, key: str = ACCOUNT_KEY, ca: Path | None = None) -> None:
         self.endpoint, self.account, self._key = endpoint.rstrip("/"), account, base64.b64decode(key)
+        self._context = ssl.create_default_context(cafile=str(ca)) if ca else None
+
+    def _open(self, request: urllib.request.Request, timeout: float) -> Any:
+        return urllib.request.urlopen(request, timeout=timeout, context=self._context)  # noqa: S310 - our emulator
 
     def _signed(self, method: str, path: str, query: dict[str, str], body: bytes = b"") -> urllib.request.Request:
         headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": API_VERSION}
@@ -116,7 +132,7 @@ class BlobClient:
     def answers(self) -> bool:
         """Whether the service lists containers (a start-up health check)."""
         try:
-            with urllib.request.urlopen(self._signed("GET", "/", {"comp": "list"}), timeout=2):  # noqa: S310
+            with self._open(self._signed("GET", "/", {"comp": "list"}), timeout=2):
                 return True
         except (OSError, ValueError):
             return False
@@ -124,7 +140,7 @@ class BlobClient:
     def create_container(self, name: str) -> None:
         """Create container `name` (one the service already has is fine)."""
         try:
-            with urllib.request.urlopen(self._signed("PUT", f"/{name}", {"restype": "container"}), timeout=30):  # noqa: S310
+            with self._open(self._signed("PUT", f"/{name}", {"restype": "container"}), timeout=30):
                 pass
         except urllib.error.HTTPError as error:
             if error.code != 409:
@@ -136,7 +152,7 @@ class BlobClient:
         marker = ""
         while True:
             query = {"comp": "list", "restype": "container", "prefix": prefix, **({"marker": marker} if marker else {})}
-            with urllib.request.urlopen(self._signed("GET", f"/{container}", query), timeout=30) as answer:  # noqa: S310
+            with self._open(self._signed("GET", f"/{container}", query), timeout=30) as answer:
                 root = ElementTree.fromstring(answer.read())  # noqa: S314 - our own emulator's answer
             names += [element.text or "" for element in root.iter("Name")]
             marker = root.findtext("NextMarker") or ""
@@ -148,8 +164,15 @@ class Azurite(procs.ProcessInWorkdir):
     """Azurite's Blob service with one container, listening on `address` (loopback; the node's bridge gateway for
     pods). Its blobs live in its work directory: they go when it stops."""
 
-    def __init__(self, container: str = CONTAINER, address: str = LOOPBACK, port: int | None = None) -> None:
-        self.container, self.address = container, address
+    def __init__(
+        self,
+        container: str = CONTAINER,
+        address: str = LOOPBACK,
+        port: int | None = None,
+        tls: tuple[Path, Path, Path] | None = None,
+    ) -> None:
+        """`tls`: (CA certificate, serving certificate, its key) to serve HTTPS and take OAuth tokens."""
+        self.container, self.address, self.tls = container, address, tls
         self.port = port or procs.free_port(address)
         self.workdir = Path(tempfile.mkdtemp(prefix="headrace-azurite-"))
         self._process: procs.Process | None = None
@@ -157,17 +180,18 @@ class Azurite(procs.ProcessInWorkdir):
     @property
     def endpoint(self) -> str:
         """The emulator's address (``spec.state.azure.endpoint``, the connector's ``fs.azure.abfs.endpoint``)."""
-        return f"http://{self.address}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.address}:{self.port}"
 
     def client(self) -> BlobClient:
-        return BlobClient(self.endpoint)
+        return BlobClient(self.endpoint, ca=self.tls[0] if self.tls else None)
 
     def uri(self, path: str) -> str:
-        """The abfs:// URI of `path` in the container (plain HTTP: abfs://, not abfss://)."""
-        return f"abfs://{self.container}@{ACCOUNT_HOST}/{path.lstrip('/')}"
+        """The abfs:// URI of `path` in the container (abfss:// over HTTPS)."""
+        return f"abfs{'s' if self.tls else ''}://{self.container}@{ACCOUNT_HOST}/{path.lstrip('/')}"
 
     def start(self) -> Azurite:
-        argv = server_argv(ensure_azurite(), self.address, self.port, self.workdir)
+        tls = (self.tls[1], self.tls[2]) if self.tls else None
+        argv = server_argv(ensure_azurite(), self.address, self.port, self.workdir, tls)
         self._process = procs.spawn("azurite-blob", argv, self.workdir / "azurite.log")
         procs.wait_until_healthy(
             self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
@@ -178,6 +202,100 @@ class Azurite(procs.ProcessInWorkdir):
     def names(self, prefix: str = "") -> list[str]:
         """Blob names of the container under `prefix`."""
         return self.client().blob_names(self.container, prefix)
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class EntraTokens(procs.HttpServerThread):
+    """Entra ID's token endpoint for Workload Identity, as the ABFS connector's WorkloadIdentityTokenProvider calls it:
+    POST <authority><tenant>/oauth2/v2.0/token with a client-credentials grant whose client assertion is the pod's
+    ServiceAccount token; and the instance metadata service's managed identity endpoint, as its MsiTokenProvider
+    calls it (GET /metadata/identity/oauth2/token with ``Metadata: true``, at `msi_endpoint`). It answers `assertion`
+    (the projected token's content) for `client_id`, and the metadata call for `client_id`, with an access token for
+    Azure Storage (a JWT with the lifetime, issuer and audience Azurite checks, unsigned); `grants` records
+    ``<client id> <tenant>`` or ``managed <client id>`` of each token handed out, `refused` each request refused."""
+
+    def __init__(self, assertion: str, client_id: str, tenant: str, address: str = LOOPBACK) -> None:
+        self.assertion, self.client_id, self.tenant, self.address = assertion, client_id, tenant, address
+        self.port = procs.free_port(address)
+        self.grants: list[str] = []
+        self.refused: list[str] = []
+
+    @property
+    def authority(self) -> str:
+        """The authority host (``spec.state.azure.workloadIdentity.authority``)."""
+        return f"http://{self.address}:{self.port}/"
+
+    @property
+    def msi_endpoint(self) -> str:
+        """The managed identity endpoint (the connector's fs.azure.account.oauth2.msi.endpoint)."""
+        return f"http://{self.address}:{self.port}{MSI_TOKEN_PATH}"
+
+    def access_token(self) -> str:
+        now = int(time.time())
+        claims = {
+            "aud": "https://storage.azure.com",
+            "iss": f"https://sts.windows.net/{self.tenant}/",
+            "iat": now,
+            "nbf": now - 60,
+            "exp": now + 3600,
+            "appid": self.client_id,
+        }
+        header = _b64url(json.dumps({"alg": "none", "typ": "JWT"}).encode())
+        return f"{header}.{_b64url(json.dumps(claims).encode())}."
+
+    def start(self) -> EntraTokens:
+        tokens = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path, _, query = self.path.partition("?")
+                params = {key: values[0] for key, values in urllib.parse.parse_qs(query).items()}
+                wanted = params.get("client_id", tokens.client_id) == tokens.client_id
+                if path != MSI_TOKEN_PATH or self.headers.get("Metadata") != "true" or not wanted:
+                    tokens.refused.append(self.path)
+                    self._answer(400, {"error": "invalid_request"})
+                    return
+                tokens.grants.append(f"managed {params.get('client_id', '')}".strip())
+                expires_on = str(int(time.time()) + 3600)
+                answer = {"access_token": tokens.access_token(), "expires_in": "3600", "expires_on": expires_on}
+                self._answer(200, {**answer, "resource": params.get("resource", ""), "token_type": "Bearer"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                form = {
+                    key: values[0] for key, values in urllib.parse.parse_qs(self.rfile.read(length).decode()).items()
+                }
+                expected = {
+                    "grant_type": "client_credentials",
+                    "client_id": tokens.client_id,
+                    "client_assertion": tokens.assertion,
+                    "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                }
+                path_ok = self.path.split("?")[0] == f"/{tokens.tenant}/oauth2/v2.0/token"
+                if not path_ok or any(form.get(key) != value for key, value in expected.items()):
+                    tokens.refused.append(f"{self.path} {sorted(form)}")
+                    self._answer(400, {"error": "invalid_client"})
+                    return
+                tokens.grants.append(f"{form['client_id']} {tokens.tenant}")
+                answer = {"access_token": tokens.access_token(), "expires_in": 3600, "token_type": "Bearer"}
+                self._answer(200, answer)
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                del args
+
+        self._serve(self.address, self.port, Handler)
+        return self
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,10 +23,12 @@ import pytest
 
 from headrace.render import identity, manifests
 from testbed import azure
+from testbed.pki import ClusterPKI
 from tests.unit.builders import attempt
 
 pytestmark = pytest.mark.spark
 JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
+AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def _store_conf(checkpoint: str, state: dict[str, object]) -> dict[str, str]:
@@ -87,3 +89,63 @@ def test_checkpoint_on_azure_survives_a_restart_and_copies(tmp_path: Path) -> No
     assert outcome["server_side"] == len(outcome["files"])  # every file copied by the store (Copy Blob)
     assert any(name.startswith("state/") for name in outcome["files"])
     assert {f"checkpoints/q/{name}" for name in outcome["files"]} <= set(names)
+
+
+CLIENT_ID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+TENANT_ID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+
+@pytest.mark.parametrize("mode", ["workloadIdentity", "managedIdentity"])
+def test_an_oauth_mode_fetches_its_token_the_way_the_connector_does(mode: str, tmp_path: Path) -> None:
+    """workloadIdentity: the connector reads the ServiceAccount token at the path the operator renders (here a local
+    file) and exchanges it at the Entra ID authority (a stand-in) for an access token. managedIdentity (a
+    user-assigned identity): it asks the instance metadata service (a stand-in, at a managed identity endpoint the
+    operator does not render: here the test sets it). Either way it sends the token to Azurite over HTTPS (the
+    connector's default Apache HTTP client; the JVM trusts the test's CA), which checks its lifetime, issuer and
+    audience."""
+    pki = ClusterPKI.create(tmp_path / "pki")
+    cert, key = pki.issue_serving_cert("azurite", ip_addresses=["127.0.0.1"])
+    truststore = tmp_path / "trust.p12"
+    keytool = ["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(pki.ca_cert)]
+    keytool += ["-keystore", str(truststore), "-storetype", "PKCS12", "-storepass", "changeit"]
+    subprocess.run(keytool, check=True, capture_output=True)
+    service_account_token = "eyJhbGciOiJSUzI1NiJ9.headrace-test-service-account-token.c2lnbmF0dXJl"
+    token_file = tmp_path / "token"
+    token_file.write_text(service_account_token)
+    with (
+        azure.EntraTokens(service_account_token, CLIENT_ID, TENANT_ID) as entra,
+        azure.Azurite(tls=(pki.ca_cert, cert, key)) as server,
+    ):
+        target = server.uri(f"auth/{mode}")
+        blocks = {
+            "workloadIdentity": {"clientId": CLIENT_ID, "tenantId": TENANT_ID, "authority": entra.authority},
+            "managedIdentity": {"clientId": CLIENT_ID},
+        }
+        state = {"endpoint": server.endpoint, "namespace": "flat", mode: blocks[mode]}
+        store_conf = _store_conf(target, state)
+        if mode == "workloadIdentity":
+            token_setting = f"spark.hadoop.fs.azure.account.oauth2.token.file.{azure.ACCOUNT_HOST}"
+            assert store_conf[token_setting] == identity.AZURE_TOKEN_FILE  # in the pods: the projected token
+            store_conf[token_setting] = str(token_file)
+            expected = f"{CLIENT_ID} {TENANT_ID}"
+        else:
+            store_conf[f"spark.hadoop.fs.azure.account.oauth2.msi.endpoint.{azure.ACCOUNT_HOST}"] = entra.msi_endpoint
+            expected = f"managed {CLIENT_ID}"
+        env = {**os.environ, "STATE_CONF": json.dumps(store_conf)}
+        env["JAVA_TOOL_OPTIONS"] = (
+            f"-Djavax.net.ssl.trustStore={truststore} -Djavax.net.ssl.trustStorePassword=changeit"
+        )
+        jars = ",".join(map(str, azure.connector_jars()))
+        completed = subprocess.run(
+            [sys.executable, str(AUTH_JOB), target, jars],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr[-4000:]
+        assert "ROWS 2" in completed.stdout
+        assert server.names(f"auth/{mode}/")
+    assert set(entra.grants) == {expected}, entra.grants
+    assert entra.refused == []

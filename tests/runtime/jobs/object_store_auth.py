@@ -1,7 +1,8 @@
-"""Write and read back a few rows on gs:// with the Spark settings in STATE_CONF (a JSON object), through the
-image's Cloud Storage connector: whatever credentials the settings make it fetch, it fetches before the first call.
+"""Write and read back a few rows on an object store (gs://, abfss://) with the Spark settings in STATE_CONF (a JSON
+object), through the image's connector: whatever credentials the settings make it fetch, it fetches before the first
+call.
 
-Usage: gcs_auth.py <gs:// directory> <jar,jar,...>; prints ``ROWS <n>``.
+Usage: object_store_auth.py <directory URI> <jar,jar,...>; prints ``ROWS <n>``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def main() -> None:
         builder = builder.config(key, value)
     spark = (
         builder.master("local[1]")
-        .appName("gcs-auth")
+        .appName("object-store-auth")
         .config("spark.jars", jars)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
