@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -170,9 +171,11 @@ class Azurite(procs.ProcessInWorkdir):
         address: str = LOOPBACK,
         port: int | None = None,
         tls: tuple[Path, Path, Path] | None = None,
+        accounts: tuple[str, ...] = (ACCOUNT,),
     ) -> None:
-        """`tls`: (CA certificate, serving certificate, its key) to serve HTTPS and take OAuth tokens."""
-        self.container, self.address, self.tls = container, address, tls
+        """`tls`: (CA certificate, serving certificate, its key) to serve HTTPS and take OAuth tokens; `accounts`:
+        the storage accounts it knows (each with the emulator's key and the container)."""
+        self.container, self.address, self.tls, self.accounts = container, address, tls, accounts
         self.port = port or procs.free_port(address)
         self.workdir = Path(tempfile.mkdtemp(prefix="headrace-azurite-"))
         self._process: procs.Process | None = None
@@ -182,26 +185,29 @@ class Azurite(procs.ProcessInWorkdir):
         """The emulator's address (``spec.state.azure.endpoint``, the connector's ``fs.azure.abfs.endpoint``)."""
         return f"{'https' if self.tls else 'http'}://{self.address}:{self.port}"
 
-    def client(self) -> BlobClient:
-        return BlobClient(self.endpoint, ca=self.tls[0] if self.tls else None)
+    def client(self, account: str = ACCOUNT) -> BlobClient:
+        return BlobClient(self.endpoint, account=account, ca=self.tls[0] if self.tls else None)
 
-    def uri(self, path: str) -> str:
-        """The abfs:// URI of `path` in the container (abfss:// over HTTPS)."""
-        return f"abfs{'s' if self.tls else ''}://{self.container}@{ACCOUNT_HOST}/{path.lstrip('/')}"
+    def uri(self, path: str, account: str = ACCOUNT) -> str:
+        """The abfs:// URI of `path` in the container of `account` (abfss:// over HTTPS)."""
+        host = f"{account}.dfs.core.windows.net"
+        return f"abfs{'s' if self.tls else ''}://{self.container}@{host}/{path.lstrip('/')}"
 
     def start(self) -> Azurite:
         tls = (self.tls[1], self.tls[2]) if self.tls else None
         argv = server_argv(ensure_azurite(), self.address, self.port, self.workdir, tls)
-        self._process = procs.spawn("azurite-blob", argv, self.workdir / "azurite.log")
+        env = {**os.environ, "AZURITE_ACCOUNTS": ";".join(f"{account}:{ACCOUNT_KEY}" for account in self.accounts)}
+        self._process = procs.spawn("azurite-blob", argv, self.workdir / "azurite.log", env=env)
         procs.wait_until_healthy(
             self._process, self.client().answers, timeout_seconds=START_TIMEOUT_SECONDS, interval_seconds=0.2
         )
-        self.client().create_container(self.container)
+        for account in self.accounts:
+            self.client(account).create_container(self.container)
         return self
 
-    def names(self, prefix: str = "") -> list[str]:
-        """Blob names of the container under `prefix`."""
-        return self.client().blob_names(self.container, prefix)
+    def names(self, prefix: str = "", account: str = ACCOUNT) -> list[str]:
+        """Blob names of the container of `account` under `prefix`."""
+        return self.client(account).blob_names(self.container, prefix)
 
 
 def _b64url(data: bytes) -> str:

@@ -3,10 +3,10 @@ exactly the settings the operator renders for ``spec.state.azure`` (flat namespa
 key read from its mounted file through the shell key provider), checkpoints a stateful query to abfs://, a second run
 replays the first's uncommitted batch and continues from that state, and the runtime's HadoopFileSystem copies the
 checkpoint server-side (Copy Blob through the connector's Blob client: the savepoint path) and deletes the copy
-(disposal). The server is Azurite's Blob service, which checks the Shared Key signature of every request. Not
-proven here: the DFS endpoint of a hierarchical-namespace account (Azurite has none), and the OAuth modes
-(workloadIdentity, managedIdentity), which the connector sends over TLS only, to Entra ID or the instance metadata
-service."""
+(disposal). The server is Azurite's Blob service, which checks the Shared Key signature of every request, and over
+HTTPS a bearer token's lifetime, issuer and audience: the OAuth modes (workloadIdentity, managedIdentity) fetch their
+tokens from stand-ins of Entra ID and the instance metadata service. Not proven here: the DFS endpoint of a
+hierarchical-namespace account (Azurite has none), Entra ID and the metadata service themselves."""
 
 from __future__ import annotations
 
@@ -95,14 +95,17 @@ CLIENT_ID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 TENANT_ID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
 
-@pytest.mark.parametrize("mode", ["workloadIdentity", "managedIdentity"])
-def test_an_oauth_mode_fetches_its_token_the_way_the_connector_does(mode: str, tmp_path: Path) -> None:
-    """workloadIdentity: the connector reads the ServiceAccount token at the path the operator renders (here a local
-    file) and exchanges it at the Entra ID authority (a stand-in) for an access token. managedIdentity (a
-    user-assigned identity): it asks the instance metadata service (a stand-in, at a managed identity endpoint the
-    operator does not render: here the test sets it). Either way it sends the token to Azurite over HTTPS (the
-    connector's default Apache HTTP client; the JVM trusts the test's CA), which checks its lifetime, issuer and
-    audience."""
+MANAGED_ACCOUNT = "headracemanaged"  # a second account of the emulator, for the second mode
+
+
+def test_both_oauth_modes_fetch_their_tokens_the_way_the_connector_does(tmp_path: Path) -> None:
+    """One session with the settings the operator renders for two accounts (they are per account, so they do not
+    mix): workloadIdentity on one, where the connector reads the ServiceAccount token at the path the operator
+    renders (here a local file) and exchanges it at the Entra ID authority (a stand-in) for an access token; and
+    managedIdentity with a user-assigned identity on the other, where it asks the instance metadata service (a
+    stand-in, at a managed identity endpoint the operator does not render: here the test sets it). Either way it
+    sends the token to Azurite over HTTPS (the connector's default Apache HTTP client; the JVM trusts the test's CA),
+    which checks its lifetime, issuer and audience."""
     pki = ClusterPKI.create(tmp_path / "pki")
     cert, key = pki.issue_serving_cert("azurite", ip_addresses=["127.0.0.1"])
     truststore = tmp_path / "trust.p12"
@@ -112,32 +115,30 @@ def test_an_oauth_mode_fetches_its_token_the_way_the_connector_does(mode: str, t
     service_account_token = "eyJhbGciOiJSUzI1NiJ9.headrace-test-service-account-token.c2lnbmF0dXJl"
     token_file = tmp_path / "token"
     token_file.write_text(service_account_token)
+    accounts = (azure.ACCOUNT, MANAGED_ACCOUNT)
     with (
         azure.EntraTokens(service_account_token, CLIENT_ID, TENANT_ID) as entra,
-        azure.Azurite(tls=(pki.ca_cert, cert, key)) as server,
+        azure.Azurite(tls=(pki.ca_cert, cert, key), accounts=accounts) as server,
     ):
-        target = server.uri(f"auth/{mode}")
-        blocks = {
-            "workloadIdentity": {"clientId": CLIENT_ID, "tenantId": TENANT_ID, "authority": entra.authority},
-            "managedIdentity": {"clientId": CLIENT_ID},
+        workload, managed = server.uri("auth/workload"), server.uri("auth/managed", MANAGED_ACCOUNT)
+        identity_block = {"clientId": CLIENT_ID, "tenantId": TENANT_ID, "authority": entra.authority}
+        common = {"endpoint": server.endpoint, "namespace": "flat"}
+        store_conf = {
+            **_store_conf(workload, {**common, "workloadIdentity": identity_block}),
+            **_store_conf(managed, {**common, "managedIdentity": {"clientId": CLIENT_ID}}),
         }
-        state = {"endpoint": server.endpoint, "namespace": "flat", mode: blocks[mode]}
-        store_conf = _store_conf(target, state)
-        if mode == "workloadIdentity":
-            token_setting = f"spark.hadoop.fs.azure.account.oauth2.token.file.{azure.ACCOUNT_HOST}"
-            assert store_conf[token_setting] == identity.AZURE_TOKEN_FILE  # in the pods: the projected token
-            store_conf[token_setting] = str(token_file)
-            expected = f"{CLIENT_ID} {TENANT_ID}"
-        else:
-            store_conf[f"spark.hadoop.fs.azure.account.oauth2.msi.endpoint.{azure.ACCOUNT_HOST}"] = entra.msi_endpoint
-            expected = f"managed {CLIENT_ID}"
+        token_setting = f"spark.hadoop.fs.azure.account.oauth2.token.file.{azure.ACCOUNT_HOST}"
+        assert store_conf[token_setting] == identity.AZURE_TOKEN_FILE  # in the pods: the projected token
+        store_conf[token_setting] = str(token_file)
+        managed_host = f"{MANAGED_ACCOUNT}.dfs.core.windows.net"
+        store_conf[f"spark.hadoop.fs.azure.account.oauth2.msi.endpoint.{managed_host}"] = entra.msi_endpoint
         env = {**os.environ, "STATE_CONF": json.dumps(store_conf)}
         env["JAVA_TOOL_OPTIONS"] = (
             f"-Djavax.net.ssl.trustStore={truststore} -Djavax.net.ssl.trustStorePassword=changeit"
         )
         jars = ",".join(map(str, azure.connector_jars()))
         completed = subprocess.run(
-            [sys.executable, str(AUTH_JOB), target, jars],
+            [sys.executable, str(AUTH_JOB), f"{workload},{managed}", jars],
             env=env,
             capture_output=True,
             text=True,
@@ -145,7 +146,9 @@ def test_an_oauth_mode_fetches_its_token_the_way_the_connector_does(mode: str, t
             check=False,
         )
         assert completed.returncode == 0, completed.stderr[-4000:]
-        assert "ROWS 2" in completed.stdout
-        assert server.names(f"auth/{mode}/")
-    assert set(entra.grants) == {expected}, entra.grants
+        assert completed.stdout.count("ROWS 2") == 2, completed.stdout
+        assert server.names("auth/workload/")
+        assert server.names("auth/managed/", MANAGED_ACCOUNT)
+        assert not server.names("auth/managed/")  # each target in its own account
+    assert set(entra.grants) == {f"{CLIENT_ID} {TENANT_ID}", f"managed {CLIENT_ID}"}, entra.grants
     assert entra.refused == []

@@ -2,7 +2,7 @@
 object), through the image's connector: whatever credentials the settings make it fetch, it fetches before the first
 call.
 
-Usage: object_store_auth.py <directory URI> <jar,jar,...>; prints ``ROWS <n>``.
+Usage: object_store_auth.py <directory URI>[,<directory URI>...] <jar,jar,...>; prints ``ROWS <n>`` for each.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 
 def main() -> None:
-    target, jars = sys.argv[1:3]
+    targets, jars = sys.argv[1:3]
     builder = SparkSession.builder
     for key, value in json.loads(os.environ["STATE_CONF"]).items():
         builder = builder.config(key, value)
@@ -27,8 +27,9 @@ def main() -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
-    spark.createDataFrame([("a",), ("b",)], ["value"]).write.mode("overwrite").text(target)
-    print(f"ROWS {spark.read.text(target).count()}", flush=True)
+    for target in targets.split(","):
+        spark.createDataFrame([("a",), ("b",)], ["value"]).write.mode("overwrite").text(target)
+        print(f"ROWS {spark.read.text(target).count()}", flush=True)
     spark.stop()
 
 
