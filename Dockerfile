@@ -3,13 +3,14 @@ ARG BASE=docker.io/library/debian:bookworm-slim
 #   --target operator : the kopf operator (Python 3.11, no JVM), runs `python -m headrace`
 #   --target spark    : the Spark application base image (JRE 17, pyspark 4.3.0, the Kafka connector,
 #                       hadoop-aws with the AWS SDK v2 modules for s3a://, Google's Cloud Storage
-#                       connector for gs://, headrace[runtime]);
+#                       connector for gs://, hadoop-azure for abfss://, headrace[runtime]);
 #                       the driver runs `python -m headrace.runtime <script> <args>`,
 #                       executors run `executor` (see docker/spark-entrypoint.sh). Users extend it
 #                       with their job under /opt/headrace/apps/.
 # Everything is pinned: Python packages by uv.lock (with hashes), the connector by
 # docker/kafka-connector/pom.xml, S3A by docker/s3a/pom.xml and docker/s3a/jars.sha256, the GCS
-# connector by docker/gcs/pom.xml and docker/gcs/jars.sha256, build
+# connector by docker/gcs/pom.xml and docker/gcs/jars.sha256, ABFS by docker/azure/pom.xml and
+# docker/azure/jars.sha256, build
 # tools by docker/build-requirements.txt and docker/build-backends.txt, Debian packages by
 # release (bookworm).
 # Heavy layers come first, the repository's sources last, so a source change rebuilds little.
@@ -93,6 +94,13 @@ RUN --mount=type=cache,target=/root/.m2 \
     mvn -B -ntp --strict-checksums -f /build-gcs/pom.xml dependency:copy-dependencies \
       -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/gcs-jars
 
+# --- Hadoop's ABFS connector (abfss:// state) and its one dependency Spark lacks, from Maven Central ----------
+FROM kafka-jars AS azure-jars
+COPY docker/azure/pom.xml /build-azure/pom.xml
+RUN --mount=type=cache,target=/root/.m2 \
+    mvn -B -ntp --strict-checksums -f /build-azure/pom.xml dependency:copy-dependencies \
+      -DincludeScope=runtime -Dmdep.useRepositoryLayout=true -DoutputDirectory=/azure-jars
+
 # --- JRE 17 and pyspark with the runtime dependencies --------------------------------------------
 FROM python AS spark-dependencies
 ARG DEBIAN_FRONTEND=noninteractive
@@ -130,6 +138,14 @@ RUN bash /tmp/select-connector-jars.sh /tmp/gcs-jars \
  && cd /tmp/gcs-selected && sha256sum --check --strict --quiet /tmp/gcs-jars.sha256 \
  && [ "$(ls | sort)" = "$(awk '{print $2}' /tmp/gcs-jars.sha256 | sort)" ] \
  && mv /tmp/gcs-selected/*.jar /connector-jars/
+COPY --from=azure-jars /azure-jars /tmp/azure-jars
+COPY docker/azure/jars.sha256 /tmp/azure-jars.sha256
+# The same for ABFS: exactly the pinned jars (hadoop-azure and HdrHistogram).
+RUN bash /tmp/select-connector-jars.sh /tmp/azure-jars \
+      /opt/venv/lib/python3.11/site-packages/pyspark/jars /tmp/azure-selected \
+ && cd /tmp/azure-selected && sha256sum --check --strict --quiet /tmp/azure-jars.sha256 \
+ && [ "$(ls | sort)" = "$(awk '{print $2}' /tmp/azure-jars.sha256 | sort)" ] \
+ && mv /tmp/azure-selected/*.jar /connector-jars/
 
 # --- Hadoop's local file system setting permissions without forking chmod (docker/local-fs) ---------
 # Compiled against the Hadoop of the pyspark above; the JDK stays in this stage.
@@ -169,7 +185,7 @@ COPY --from=headrace /staging/ /opt/venv/
 COPY --chmod=0755 docker/train-cds.sh /opt/headrace/bin/train-cds
 RUN /opt/headrace/bin/train-cds
 LABEL org.opencontainers.image.title="headrace-spark" \
-      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, S3A, GCS connector, headrace runtime" \
+      org.opencontainers.image.description="Spark application base image for Headrace: pyspark 4.3.0, Kafka connector, S3A, GCS connector, ABFS, headrace runtime" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /opt/headrace
 USER 185

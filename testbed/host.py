@@ -46,6 +46,8 @@ HOST_PACKAGES = (
     HostPackage("debootstrap", ("debootstrap",), why="the images' Debian base root filesystem"),
     HostPackage("lua5.4", ("lua5.4",), why="tests of the Argo CD health checks (Lua)"),
     HostPackage("lua5.1", ("lua5.1",), why="tests of the Argo CD health checks (Argo's Lua is 5.1)"),
+    HostPackage("nodejs", ("node",), why="Azurite, the Azure Blob API server of tests of abfs:// state"),
+    HostPackage("npm", ("npm",), why="installs Azurite from its pinned lock file (testbed/azurite)"),
 )
 
 

@@ -22,7 +22,7 @@ from tests.unit.builders import attempt
 
 pytestmark = pytest.mark.spark
 JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
-AUTH_JOB = Path(__file__).parent / "jobs" / "gcs_auth.py"
+AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def _store_conf(checkpoint: str, state: dict[str, object]) -> dict[str, str]:

@@ -337,6 +337,117 @@ class GcsSpec(Model):
         return "serviceAccountKeySecret" if self.serviceAccountKeySecret is not None else "default"
 
 
+class AzureKeySecret(Model):
+    """A Secret in the app's namespace holding a storage account's access key (as the portal shows it, base64). The
+    operator mounts that one key as a read-only file in the driver and executor containers, and the ABFS connector
+    reads the file through its shell key provider; the key never enters a ConfigMap, Spark setting, environment
+    variable or status."""
+
+    name: Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the Secret.")]
+    key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, description="Key of the account key in the Secret.")] = (
+        "accountKey"
+    )
+
+
+_ENTRA_ID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_AUTHORITY_PATTERN = r"^https?://[^\s/]+/$"
+
+
+class AzureWorkloadIdentity(Model):
+    """AKS Workload Identity without its webhook: the operator projects a ServiceAccount token for `audience` into
+    driver and executors, and the ABFS connector's WorkloadIdentityTokenProvider exchanges it at Entra ID for a token
+    of the application (or user-assigned managed identity) `clientId`, whose federated credential must name the
+    cluster's OIDC issuer and the pods' ServiceAccounts as subjects."""
+
+    clientId: Annotated[
+        str, Field(pattern=_ENTRA_ID, description="Client id of the Entra ID application or managed identity.")
+    ]
+    tenantId: Annotated[str, Field(pattern=_ENTRA_ID, description="Entra ID tenant (directory) id.")]
+    audience: Annotated[str, Field(min_length=1, max_length=256, description="Audience of the projected token.")] = (
+        "api://AzureADTokenExchange"
+    )
+    expirationSeconds: Annotated[
+        int, Field(ge=600, le=86400, description="Lifetime of the projected token; the kubelet renews it at 80%.")
+    ] = 3600
+    authority: Annotated[
+        str,
+        Field(
+            pattern=_AUTHORITY_PATTERN,
+            description="Entra ID authority host (the connector's fs.azure.account.oauth2.msi.authority), e.g. "
+            "https://login.microsoftonline.us/ for Azure Government.",
+        ),
+    ] = "https://login.microsoftonline.com/"
+
+
+class AzureManagedIdentity(Model):
+    """The managed identity of the node (the VM scale set), through the instance metadata service."""
+
+    clientId: Annotated[
+        str | None,
+        Field(
+            pattern=_ENTRA_ID,
+            description="Client id of a user-assigned managed identity; unset: the only identity of the node.",
+        ),
+    ] = None
+
+
+AzureCredentialsMode = Literal["accountKeySecret", "workloadIdentity", "managedIdentity"]
+
+
+class AzureSpec(Model):
+    """Azure Data Lake Storage Gen2 (or Blob Storage) behind abfss:// checkpoint and savepoint URIs, through Hadoop's
+    ABFS connector (hadoop-azure, in the Spark image). Every setting is rendered for the accounts of the state
+    URIs only (abfss://<container>@<account>.dfs.core.windows.net/<path>)."""
+
+    endpoint: Annotated[
+        str | None,
+        Field(
+            pattern=r"^https?://[^\s/:]+:[0-9]{1,5}/?$",
+            description="host:port of an emulator (fs.azure.abfs.endpoint), e.g. http://azurite.azurite.svc:10000 "
+            "(Azurite's Blob endpoint; http:// turns TLS off, then the state URIs are abfs://). Requests then go to "
+            "<endpoint>/<account>/<container>. Unset: the account's own host.",
+        ),
+    ] = None
+    namespace: Annotated[
+        Literal["hierarchical", "flat"],
+        Field(
+            description="hierarchical: an account with the hierarchical namespace (ADLS Gen2), through the DFS "
+            "endpoint; flat: a Blob Storage account without it (and Azurite), through the Blob endpoint, whose "
+            "renames are server-side copies."
+        ),
+    ] = "hierarchical"
+    credentialsMode: Annotated[
+        AzureCredentialsMode | None,
+        Field(
+            description="How driver and executors get credentials for the account. accountKeySecret: the account "
+            "key of `accountKeySecret`, mounted as a file (Shared Key). workloadIdentity: the pods' ServiceAccount "
+            "token, projected by the operator and exchanged at Entra ID (AKS Workload Identity). managedIdentity: "
+            "the node's managed identity through the instance metadata service. Unset: accountKeySecret or "
+            "workloadIdentity when that block is set, otherwise managedIdentity."
+        ),
+    ] = None
+    accountKeySecret: Annotated[
+        AzureKeySecret | None,
+        Field(description="Secret with the storage account key (credentialsMode accountKeySecret)."),
+    ] = None
+    workloadIdentity: Annotated[
+        AzureWorkloadIdentity | None,
+        Field(description="The identity and token of credentialsMode workloadIdentity."),
+    ] = None
+    managedIdentity: Annotated[
+        AzureManagedIdentity | None,
+        Field(description="Which managed identity credentialsMode managedIdentity uses."),
+    ] = None
+
+    def credentials(self) -> AzureCredentialsMode:
+        """credentialsMode, or what the blocks set imply when it is unset."""
+        if self.credentialsMode is not None:
+            return self.credentialsMode
+        if self.accountKeySecret is not None:
+            return "accountKeySecret"
+        return "workloadIdentity" if self.workloadIdentity is not None else "managedIdentity"
+
+
 class StateSpec(Model):
     """Where checkpoints and savepoints live and how state is stored."""
 
@@ -345,7 +456,7 @@ class StateSpec(Model):
         Field(
             pattern=URI_PATTERN,
             description="Root of the checkpoints (any Hadoop URI: s3a:// with spec.state.s3, gs:// with "
-            "spec.state.gcs, hdfs://, "
+            "spec.state.gcs, abfss:// with spec.state.azure, hdfs://, "
             "file:///mnt/state on a persistent volume). Each run gets <checkpointDir>/<namespace>/<app>/<run>.",
         ),
     ]
@@ -378,6 +489,13 @@ class StateSpec(Model):
         Field(
             description="Google Cloud Storage settings and credentials for gs:// checkpointDir and savepointDir. "
             "Unset with a gs:// URI: Application Default Credentials (as credentialsMode default)."
+        ),
+    ] = None
+    azure: Annotated[
+        AzureSpec | None,
+        Field(
+            description="Azure Data Lake Storage settings and credentials for abfss:// (abfs://) checkpointDir and "
+            "savepointDir. Unset with such a URI: the node's managed identity, hierarchical namespace."
         ),
     ] = None
     allowNodeLocal: Annotated[

@@ -65,10 +65,32 @@ OWNED_SPARK_CONF: dict[str, str] = {
     "spark.hadoop.fs.gs.project.id": "spec.state.gcs.projectId",
     "spark.hadoop.fs.gs.auth.type": "spec.state.gcs.credentialsMode",
     "spark.hadoop.fs.gs.auth.service.account.json.keyfile": "spec.state.gcs.serviceAccountKeySecret",
+    "spark.hadoop.fs.azure.always.use.https": "spec.state.azure.endpoint (https:// or http://)",
     "spark.executor.memoryOverhead": "spec.executor.memoryOverhead",
     "spark.driver.memoryOverhead": "spec.driver.memoryOverhead (the driver pod's memory is the operator's)",
     "spark.kubernetes.container.image.pullSecrets": "spec.imagePullSecrets",
 }
+# The ABFS options spec.state.azure sets for each account of the state URIs, as the connector's per-account keys
+# (spark.hadoop.fs.azure.<option>.<account host>, which win over spark.hadoop.fs.azure.<option>): the user's settings
+# of those options for a state account are refused, those of other accounts (an input's) and the global ones are
+# theirs. render/identity.py renders them.
+AZURE_PREFIX = "spark.hadoop.fs.azure."
+AZURE_OWNED_OPTIONS: dict[str, str] = {
+    "abfs.endpoint": "spec.state.azure.endpoint",
+    "networking.library": "spec.state.azure.endpoint (an http:// emulator)",
+    "account.hns.enabled": "spec.state.azure.namespace",
+    "fns.account.service.type": "spec.state.azure.namespace",
+    "account.auth.type": "spec.state.azure.credentialsMode",
+    "account.oauth.provider.type": "spec.state.azure.credentialsMode",
+    "account.keyprovider": "spec.state.azure.accountKeySecret",
+    "shellkeyprovider.script": "spec.state.azure.accountKeySecret",
+    "account.key": "spec.state.azure.accountKeySecret",
+    "account.oauth2.client.id": "spec.state.azure.workloadIdentity.clientId or managedIdentity.clientId",
+    "account.oauth2.msi.tenant": "spec.state.azure.workloadIdentity.tenantId",
+    "account.oauth2.msi.authority": "spec.state.azure.workloadIdentity.authority",
+    "account.oauth2.token.file": "spec.state.azure.workloadIdentity",
+}
+AZURE_SCHEMES = ("abfs", "abfss")
 S3A_BUCKET_PREFIX = "spark.hadoop.fs.s3a.bucket."  # per-bucket S3A settings: <prefix><bucket>.<option>
 # Suffixes of S3A keys that carry credentials: sparkConf is stored in a ConfigMap, so they are refused
 # (also per bucket, spark.hadoop.fs.s3a.bucket.<name>.<suffix>).
@@ -294,13 +316,18 @@ def _state_bucket_problem(key: str, buckets: list[str]) -> str | None:
 def _spark_conf_problems(spec: StreamingAppSpec) -> list[Problem]:
     problems = []
     buckets = state_buckets(spec)
+    accounts = azure_accounts(spec)
     for key in sorted(spec.sparkConf):
-        why = spark_conf_problem(key, spec.sparkConf[key]) or _state_bucket_problem(key, buckets)
+        why = (
+            spark_conf_problem(key, spec.sparkConf[key])
+            or _state_bucket_problem(key, buckets)
+            or _azure_account_problem(key, accounts)
+        )
         if why is not None:
             problems.append(Problem(f'spec.sparkConf["{key}"]', why))
     plain = {normalize_key(key) for key in spec.sparkConf}
     for key in sorted(spec.sparkConfFromSecrets):
-        why = spark_key_problem(key) or _state_bucket_problem(key, buckets)
+        why = spark_key_problem(key) or _state_bucket_problem(key, buckets) or _azure_account_problem(key, accounts)
         if why is None and normalize_key(key) in plain:
             why = f"{key} is also set in spec.sparkConf; keep one of the two"
         if why is not None:
@@ -516,8 +543,8 @@ def _state_location_problem(spec: StreamingAppSpec, field: str, uri: str, what: 
             Problem(
                 where,
                 f"{uri} is not on a volume: {what} would die with the pod; use object storage (s3a:// with "
-                "spec.state.s3, gs:// with spec.state.gcs) or mount a persistent volume (spec.volumes and "
-                "spec.volumeMounts) at a parent of this path",
+                "spec.state.s3, gs:// with spec.state.gcs, abfss:// with spec.state.azure) or mount a persistent "
+                "volume (spec.volumes and spec.volumeMounts) at a parent of this path",
             )
         ]
     kind = volume_type(volume)
@@ -526,7 +553,8 @@ def _state_location_problem(spec: StreamingAppSpec, field: str, uri: str, what: 
             Problem(
                 where,
                 f"{uri} is on a {kind} volume, which stays on one node: a driver rescheduled elsewhere would not "
-                f"find its {what}; use object storage (s3a:// with spec.state.s3, gs:// with spec.state.gcs) or a "
+                f"find its {what}; use object storage (s3a:// with spec.state.s3, gs:// with spec.state.gcs, abfss:// "
+                "with spec.state.azure) or a "
                 "persistentVolumeClaim, "
                 "or set spec.state.allowNodeLocal: true on a single-node cluster",
             )
@@ -634,6 +662,124 @@ def _gcs_problems(spec: StreamingAppSpec) -> list[Problem]:
                 "unauthenticatedEmulator sends no credentials and is only for a local emulator, which needs "
                 f"{where}.endpoint (its URL); set it, or use default or serviceAccountKeySecret for Google Cloud "
                 "Storage",
+            )
+        )
+    return problems
+
+
+def azure_accounts(spec: StreamingAppSpec) -> list[str]:
+    """The account hosts of abfs:// and abfss:// checkpointDir and savepointDir (lower case, e.g.
+    clicks.dfs.core.windows.net): the suffix of the ABFS connector's per-account keys."""
+    found = set()
+    for uri in (spec.state.checkpointDir, spec.state.savepointDir):
+        scheme, _, rest = (uri or "").partition("://")
+        if scheme.lower() in AZURE_SCHEMES:
+            authority = rest.split("/", 1)[0]
+            if "@" in authority:
+                found.add(authority.rsplit("@", 1)[1].lower())
+    return sorted(found)
+
+
+def azure_account_owner(key: str, accounts: list[str]) -> str | None:
+    """Where an ABFS option of a state account (global or per account) is set instead, or None."""
+    normal = normalize_key(key)
+    if not normal.startswith(AZURE_PREFIX):
+        return None
+    option = normal.removeprefix(AZURE_PREFIX)
+    for account in accounts:
+        suffix = f".{account}"
+        if option.endswith(suffix) and option.removesuffix(suffix) in AZURE_OWNED_OPTIONS:
+            return AZURE_OWNED_OPTIONS[option.removesuffix(suffix)]
+    return None
+
+
+def _azure_account_problem(key: str, accounts: list[str]) -> str | None:
+    owner = azure_account_owner(key, accounts)
+    if owner is None:
+        return None
+    return (
+        f"{key} would replace {owner} for the state's storage account (spec.state.checkpointDir, savepointDir); set "
+        f"{owner} instead, or remove it"
+    )
+
+
+def _azure_uri_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """abfs(s) state URIs name their container and account, and agree with the endpoint's TLS."""
+    endpoint = spec.state.azure.endpoint if spec.state.azure is not None else None
+    plain = bool(endpoint) and str(endpoint).startswith("http://")
+    problems = []
+    for field in ("checkpointDir", "savepointDir"):
+        uri = getattr(spec.state, field) or ""
+        scheme, _, rest = uri.partition("://")
+        if scheme.lower() not in AZURE_SCHEMES:
+            continue
+        authority = rest.split("/", 1)[0]
+        container, _, account = authority.rpartition("@")
+        if not container or "." not in account:
+            problems.append(
+                Problem(
+                    f"spec.state.{field}",
+                    f"{uri} names no container and account; write it as "
+                    f"{scheme}://<container>@<account>.dfs.core.windows.net/<path>",
+                )
+            )
+        if plain and scheme.lower() == "abfss":
+            problems.append(
+                Problem(
+                    f"spec.state.{field}",
+                    "abfss:// always uses TLS, and spec.state.azure.endpoint is http://; use abfs:// for a plain "
+                    "HTTP emulator, or an https:// endpoint",
+                )
+            )
+    return problems
+
+
+def _azure_problems(spec: StreamingAppSpec) -> list[Problem]:
+    """spec.state.azure serves an abfs(s):// state URI, its credentials mode agrees with the blocks it uses, and
+    OAuth modes go over TLS (the connector sends OAuth tokens over https only)."""
+    azure = spec.state.azure
+    problems = _azure_uri_problems(spec)
+    if azure is None:
+        return problems
+    where = "spec.state.azure"
+    if not any(_on_scheme(spec, scheme) for scheme in AZURE_SCHEMES):
+        problems.append(
+            Problem(
+                where,
+                "neither spec.state.checkpointDir nor spec.state.savepointDir is on abfss:// (or abfs://), so nothing "
+                "uses it; remove spec.state.azure or put the state on "
+                "abfss://<container>@<account>.dfs.core.windows.net/<path>",
+            )
+        )
+    mode = azure.credentials()
+    set_blocks = [b for b in ("accountKeySecret", "workloadIdentity") if getattr(azure, b) is not None]
+    if azure.credentialsMode is None and len(set_blocks) > 1:
+        problems.append(
+            Problem(
+                f"{where}.credentialsMode",
+                "both accountKeySecret and workloadIdentity are set; set credentialsMode to the one to use and "
+                "remove the other",
+            )
+        )
+        return problems
+    needs = {"accountKeySecret": "accountKeySecret.name (a Secret with the account key)"}
+    needs["workloadIdentity"] = "workloadIdentity.clientId and tenantId"
+    if mode in needs and getattr(azure, mode) is None:
+        problems.append(Problem(f"{where}.{mode}", f"credentialsMode {mode} needs {needs[mode]}; set it"))
+    for block in ("accountKeySecret", "workloadIdentity", "managedIdentity"):
+        if getattr(azure, block) is not None and mode != block:
+            problems.append(
+                Problem(
+                    f"{where}.{block}",
+                    f"credentialsMode {mode} does not use {block}; remove it or set credentialsMode {block}",
+                )
+            )
+    if mode != "accountKeySecret" and azure.endpoint and azure.endpoint.startswith("http://"):
+        problems.append(
+            Problem(
+                f"{where}.endpoint",
+                f"credentialsMode {mode} sends OAuth tokens, which the ABFS connector sends over TLS only; use an "
+                "https:// endpoint, or accountKeySecret for a plain HTTP emulator",
             )
         )
     return problems
@@ -769,6 +915,7 @@ def validate_spec(spec: StreamingAppSpec, policy: TenantPolicy = DEFAULT_POLICY)
         *_volume_problems(spec),
         *_s3_problems(spec),
         *_gcs_problems(spec),
+        *_azure_problems(spec),
         *_service_account_problems(spec),
         *_scheduling_problems(spec.driver, "spec.driver"),
         *_scheduling_problems(spec.executor, "spec.executor"),

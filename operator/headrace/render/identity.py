@@ -4,7 +4,8 @@ Owns: the ServiceAccount each kind of pod runs as (the user's own for both, or t
 user's annotations and labels), and each store's credentials mode as the pods see it: the S3A provider chain, the
 Secret's key pair as environment, or a projected ServiceAccount token with the AWS SDK's web identity environment;
 for Google Cloud Storage, the connector's authentication type and the service account key file mounted from a
-Secret.
+Secret; for Azure, the ABFS connector's per-account authentication (the account key file mounted from a Secret and
+read through its shell key provider, a projected token for Workload Identity, or the node's managed identity).
 Never: decisions or I/O.
 """
 
@@ -13,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from headrace.api import names
-from headrace.api.models import CredentialsMode, GcsCredentialsMode, GcsSpec, StreamingAppSpec
+from headrace.api.models import AzureSpec, CredentialsMode, GcsCredentialsMode, GcsSpec, StreamingAppSpec
+from headrace.core.validation import AZURE_PREFIX, AZURE_SCHEMES, azure_accounts
 
 S3A_PROVIDER = "spark.hadoop.fs.s3a.aws.credentials.provider"
 AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
@@ -51,6 +53,27 @@ GCS_KEY_VOLUME = "headrace-gcs-key"
 GCS_KEY_DIR = "/var/run/secrets/headrace.dev/gcs"
 GCS_KEY_PATH = "key.json"
 GCS_KEY_FILE = f"{GCS_KEY_DIR}/{GCS_KEY_PATH}"
+_ABFS = "org.apache.hadoop.fs.azurebfs."
+# The ABFS connector's key provider that runs `<script> <fs.azure.account.key>` and takes its output as the account
+# key: with the script `cat` and the key setting the mounted file's path, it reads the Secret's file (so the setting
+# holds a path, never the key).
+AZURE_KEY_PROVIDER = f"{_ABFS}services.ShellDecryptionKeyProvider"
+AZURE_KEY_SCRIPT = "cat"
+AZURE_TOKEN_PROVIDERS = {
+    "workloadIdentity": f"{_ABFS}oauth2.WorkloadIdentityTokenProvider",  # the token file, exchanged at Entra ID
+    "managedIdentity": f"{_ABFS}oauth2.MsiTokenProvider",  # the instance metadata service's token
+}
+AZURE_KEY_VOLUME = "headrace-azure-key"
+# The key provider reads fs.azure.account.key first and refuses it unless it is base64-shaped (letters, digits, + and
+# /, a length divisible by 4): so the directory has no dot, and the setting names the file with as many slashes
+# before its name as make it so (one path to the kernel).
+AZURE_KEY_DIR = "/var/run/secrets/headrace/azure"
+AZURE_KEY_PATH = "accountKey"
+AZURE_KEY_FILE = f"{AZURE_KEY_DIR}/{AZURE_KEY_PATH}"
+AZURE_KEY_SETTING_VALUE = AZURE_KEY_DIR + "/" * (1 + (-len(AZURE_KEY_FILE)) % 4) + AZURE_KEY_PATH
+AZURE_TOKEN_VOLUME = "headrace-azure-identity"
+AZURE_TOKEN_DIR = "/var/run/secrets/headrace.dev/azure-identity"
+AZURE_TOKEN_FILE = f"{AZURE_TOKEN_DIR}/{TOKEN_PATH}"
 
 
 def driver_service_account(app: str, spec: StreamingAppSpec) -> str:
@@ -104,6 +127,53 @@ def gcs_auth_conf(spec: StreamingAppSpec) -> dict[str, str]:
     if mode == "serviceAccountKeySecret":
         conf[GCS_KEY_FILE_SETTING] = GCS_KEY_FILE
     return conf
+
+
+def azure_spec(spec: StreamingAppSpec) -> AzureSpec | None:
+    """spec.state.azure, or its defaults when a state URI is on abfs(s):// without it (the node's managed identity);
+    None when Azure holds no state."""
+    state = spec.state
+    if state.azure is not None:
+        return state.azure
+    uris = (state.checkpointDir, state.savepointDir)
+    on_azure = any(uri and uri.lower().startswith(tuple(f"{s}://" for s in AZURE_SCHEMES)) for uri in uris)
+    return AzureSpec() if on_azure else None
+
+
+def _azure_auth_options(azure: AzureSpec) -> dict[str, str]:
+    """The ABFS options (without their account suffix) of the credentials mode."""
+    mode = azure.credentials()
+    if mode == "accountKeySecret":
+        return {
+            "account.auth.type": "SharedKey",
+            "account.keyprovider": AZURE_KEY_PROVIDER,
+            "shellkeyprovider.script": AZURE_KEY_SCRIPT,
+            "account.key": AZURE_KEY_SETTING_VALUE,  # the file the key provider hands to `cat`, not the key
+        }
+    options = {"account.auth.type": "OAuth", "account.oauth.provider.type": AZURE_TOKEN_PROVIDERS[mode]}
+    if mode == "workloadIdentity" and azure.workloadIdentity is not None:
+        identity = azure.workloadIdentity
+        options["account.oauth2.client.id"] = identity.clientId
+        options["account.oauth2.msi.tenant"] = identity.tenantId
+        options["account.oauth2.msi.authority"] = identity.authority
+        options["account.oauth2.token.file"] = AZURE_TOKEN_FILE
+    if mode == "managedIdentity" and azure.managedIdentity is not None and azure.managedIdentity.clientId:
+        options["account.oauth2.client.id"] = azure.managedIdentity.clientId
+    return options
+
+
+def azure_auth_conf(spec: StreamingAppSpec) -> dict[str, str]:
+    """The ABFS connector's authentication of the store's credentials mode, as per-account settings of each state
+    account (they win over the global ones, which stay the user's for other accounts)."""
+    azure = azure_spec(spec)
+    if azure is None:
+        return {}
+    options = _azure_auth_options(azure)
+    return {
+        f"{AZURE_PREFIX}{option}.{account}": value
+        for account in azure_accounts(spec)
+        for option, value in options.items()
+    }
 
 
 def credentials_env(spec: StreamingAppSpec) -> list[dict[str, Any]]:
@@ -160,12 +230,36 @@ def _gcs_key_volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
     return [{"name": GCS_KEY_VOLUME, "secret": {"secretName": secret.name, "items": items, "defaultMode": 0o444}}]
 
 
-_MOUNT_DIRS = {TOKEN_VOLUME: TOKEN_DIR, GCS_KEY_VOLUME: GCS_KEY_DIR}
+def _azure_volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
+    """The account key's one file (accountKeySecret), or the projected ServiceAccount token for Entra ID
+    (workloadIdentity; the connector reads the file again for each new token)."""
+    azure = azure_spec(spec)
+    if azure is None:
+        return []
+    mode = azure.credentials()
+    if mode == "accountKeySecret" and azure.accountKeySecret is not None:
+        items = [{"key": azure.accountKeySecret.key, "path": AZURE_KEY_PATH}]
+        secret = {"secretName": azure.accountKeySecret.name, "items": items, "defaultMode": 0o444}
+        return [{"name": AZURE_KEY_VOLUME, "secret": secret}]
+    if mode == "workloadIdentity" and azure.workloadIdentity is not None:
+        identity = azure.workloadIdentity
+        token = {"audience": identity.audience, "expirationSeconds": identity.expirationSeconds, "path": TOKEN_PATH}
+        return [{"name": AZURE_TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}]
+    return []
+
+
+_MOUNT_DIRS = {
+    TOKEN_VOLUME: TOKEN_DIR,
+    GCS_KEY_VOLUME: GCS_KEY_DIR,
+    AZURE_KEY_VOLUME: AZURE_KEY_DIR,
+    AZURE_TOKEN_VOLUME: AZURE_TOKEN_DIR,
+}
 
 
 def volumes(spec: StreamingAppSpec) -> list[dict[str, Any]]:
-    """The credentials volumes of the store's mode: web identity's projected token, the GCS key file."""
-    return [*_token_volumes(spec), *_gcs_key_volumes(spec)]
+    """The credentials volumes of the store's mode: web identity's projected token, the GCS key file, the Azure
+    account key file or Workload Identity's token."""
+    return [*_token_volumes(spec), *_gcs_key_volumes(spec), *_azure_volumes(spec)]
 
 
 def volume_mounts(spec: StreamingAppSpec) -> list[dict[str, Any]]:

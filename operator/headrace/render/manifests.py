@@ -16,7 +16,13 @@ from headrace.api.models import API_VERSION, APP_KIND, StreamingAppSpec
 from headrace.core.builder import spec_hash
 from headrace.core.plan import EnsureDriver
 from headrace.core.quantities import DRIVER_OVERHEAD_FACTOR, EXECUTOR_OVERHEAD_FACTOR
-from headrace.core.validation import spark_conf_problem, spark_key_problem
+from headrace.core.validation import (
+    AZURE_PREFIX,
+    azure_account_owner,
+    azure_accounts,
+    spark_conf_problem,
+    spark_key_problem,
+)
 from headrace.render import control_tls, identity, scheduling, security
 from headrace.render.merge import merge
 
@@ -194,6 +200,35 @@ def gcs_conf(spec: StreamingAppSpec) -> dict[str, str]:
     return {**conf, **identity.gcs_auth_conf(spec)}
 
 
+# The FileSystem-based checkpoint file manager for ABFS too, as for S3 and GCS: on a flat namespace a rename is a
+# server-side copy and a delete (not atomic either way); on a hierarchical one it is atomic through both APIs.
+AZURE_CHECKPOINT_DEFAULTS = GCS_CHECKPOINT_DEFAULTS
+
+
+def azure_conf(spec: StreamingAppSpec) -> dict[str, str]:
+    """The ABFS connector's settings from spec.state.azure (or its defaults, for abfs(s):// state without it), per
+    state account: namespace and service endpoint, an emulator's address, the credentials mode's authentication;
+    and the checkpoint defaults."""
+    azure = identity.azure_spec(spec)
+    if azure is None:
+        return {}
+    https: dict[str, str] = {}
+    options = {"account.hns.enabled": str(azure.namespace == "hierarchical").lower()}
+    if azure.namespace == "flat":
+        options["fns.account.service.type"] = "BLOB"  # the Blob endpoint: ABFS serves flat accounts only there
+    if azure.endpoint:
+        options["abfs.endpoint"] = azure.endpoint.split("://", 1)[1].rstrip("/")  # host:port, no scheme
+        if azure.endpoint.startswith("http://"):
+            https = {f"{AZURE_PREFIX}always.use.https": "false"}  # read for every account alike (no per-account key)
+            # ABFS 3.5's Apache HTTP client cannot start without TLS (its socket factory is set up for https only:
+            # "SSL socket factory may not be null"), so a plain HTTP emulator is reached through the JDK's client.
+            options["networking.library"] = "JDK_HTTP_URL_CONNECTION"
+    conf = {**AZURE_CHECKPOINT_DEFAULTS, **https}
+    for account in azure_accounts(spec):
+        conf.update({f"{AZURE_PREFIX}{option}.{account}": value for option, value in options.items()})
+    return {**conf, **identity.azure_auth_conf(spec)}
+
+
 def spark_conf(attempt: Attempt) -> dict[str, str]:
     """spark-defaults.conf of the attempt: what the operator owns, then the user's extra settings."""
     spec = attempt.spec
@@ -228,6 +263,7 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
     script_dir = posixpath.dirname(spec.application.file.removeprefix("local://"))
     conf["spark.executorEnv.PYTHONPATH"] = f"{script_dir}:{posixpath.dirname(script_dir)}"
     conf.update(gcs_conf(spec))
+    conf.update(azure_conf(spec))
     conf.update(s3a_conf(spec))
     if spec.executor.coreRequest:
         conf["spark.kubernetes.executor.request.cores"] = spec.executor.coreRequest
@@ -241,7 +277,12 @@ def spark_conf(attempt: Attempt) -> dict[str, str]:
         conf["spark.submit.pyFiles"] = ",".join(spec.application.pyFiles)
     # Validation refuses owned or malformed keys before anything is rendered; dropping them here too keeps a
     # spec that bypassed it (an old status.lastReconciledSpec) from rewriting what the operator owns.
-    user = {key: value for key, value in spec.sparkConf.items() if spark_conf_problem(key, value) is None}
+    accounts = azure_accounts(spec)
+    user = {
+        key: value
+        for key, value in spec.sparkConf.items()
+        if spark_conf_problem(key, value) is None and azure_account_owner(key, accounts) is None
+    }
     return {**conf, **user}
 
 

@@ -3,7 +3,8 @@
 Owns: listing, reading, writing, copying, renaming and deleting files by Hadoop URI (local paths,
 PVCs, HDFS, s3a, gs, abfs) through the Py4J gateway of the running SparkContext; copies within one
 S3A bucket run server-side (S3 CopyObject through S3A's own client, in parallel), no bytes through the driver, and
-so do copies between gs:// paths (batched copy requests through the Cloud Storage connector's own client);
+so do copies between gs:// paths (batched copy requests through the Cloud Storage connector's own client) and within
+one abfs(s):// container of a flat-namespace account (Copy Blob through the ABFS connector's Blob client, in parallel);
 copies between local paths (a PVC) are hard links where the volume allows, else native copies.
 Never: decides which files matter (see ``checkpoint_files``) or keeps state beyond the gateway.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,9 @@ from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untype
 SERVER_SIDE_COPY_THREADS = 16
 # Objects per call of the Cloud Storage connector's copy (it sends them as batch requests of its own size).
 GCS_COPY_CHUNK = 500
+# How long a Copy Blob the store reports pending (it copies asynchronously then) may take, and how often it is asked.
+AZURE_COPY_WAIT_SECONDS = 300.0
+AZURE_COPY_POLL_SECONDS = 0.2
 
 
 class MissingFileError(FileNotFoundError):
@@ -30,6 +35,14 @@ class MissingFileError(FileNotFoundError):
 
 def _is_missing(error: Py4JJavaError) -> bool:
     return "FileNotFoundException" in str(error.java_exception.getClass().getName())
+
+
+def _http_status(error: Py4JJavaError) -> int | None:
+    """The HTTP status of an ABFS connector's REST failure (AbfsRestOperationException), else None."""
+    try:
+        return int(error.java_exception.getStatusCode())
+    except (Py4JError, TypeError, ValueError):
+        return None
 
 
 def _key(fs: Any, path: Any) -> str:
@@ -53,7 +66,8 @@ class HadoopFileSystem:
         self._jvm = jvm
         self._conf = hadoop_conf
         self._gateway = gateway
-        self.server_side_copies = 0  # files copied by the object store itself (S3 CopyObject, GCS copy/rewrite)
+        # files copied by the object store itself (S3 CopyObject, GCS copy/rewrite, Azure Copy Blob)
+        self.server_side_copies = 0
 
     @classmethod
     def of_session(cls, spark: Any) -> HadoopFileSystem:
@@ -176,6 +190,9 @@ class HadoopFileSystem:
         on_gcs = self._gcs_copy(source_root, target_root, relative_paths)
         if on_gcs is not None:
             return on_gcs
+        on_azure = self._azure_copy(source_root, target_root, relative_paths)
+        if on_azure is not None:
+            return on_azure
         by_directory: dict[str, list[str]] = {}
         for relative in relative_paths:
             directory, _, name = relative.rpartition("/")
@@ -304,6 +321,66 @@ class HadoopFileSystem:
                         missing.append(relative)
         self.server_side_copies += len(relative_paths) - len(missing)
         return sorted(missing)
+
+    def _azure_blob_client(self, source: Any, target: Any) -> Any:
+        """The ABFS connector's Blob client when both paths are in one container of a flat-namespace account (whose
+        file system talks to the Blob endpoint), else None. A hierarchical-namespace account's DFS endpoint has no
+        copy: its files are copied through Hadoop."""
+        source_uri, target_uri = source.toUri(), target.toUri()
+        schemes = {str(source_uri.getScheme()), str(target_uri.getScheme())}
+        if not schemes <= {"abfs", "abfss"} or str(source_uri.getAuthority()) != str(target_uri.getAuthority()):
+            return None
+        try:
+            store = self._fs(source).getAbfsStore()
+            if str(store.getClient().getClass().getSimpleName()) != "AbfsBlobClient":
+                return None
+            return store.getClientHandler().getBlobClient()
+        except Py4JError:
+            return None
+
+    def _azure_copy(self, source_root: str, target_root: str, relative_paths: list[str]) -> list[str] | None:
+        """Copy with Copy Blob requests in parallel (the store copies; a copy it reports pending is waited for); the
+        missing paths, or None when the Blob client does not serve both sides (then the caller copies through
+        Hadoop)."""
+        source, target = self._path(source_root), self._path(target_root)
+        client = self._azure_blob_client(source, target)
+        if client is None:
+            return None
+        abfs = self._jvm.org.apache.hadoop.fs.azurebfs
+        # The connector has no operation type for a copy: it is the first step of its own rename on this endpoint.
+        operation, header_format = abfs.constants.FSOperationType.RENAME, abfs.utils.TracingHeaderFormat.ALL_ID_FORMAT
+
+        def copy_one(relative: str) -> str | None:
+            tracing = abfs.utils.TracingContext("headrace", "savepoint-copy", operation, header_format, None)
+            source_file, target_file = self._path(join(source_root, relative)), self._path(join(target_root, relative))
+            try:
+                answer = client.copyBlob(source_file, target_file, None, tracing).getResult()
+            except Py4JJavaError as error:
+                if _http_status(error) == 404:
+                    return relative
+                raise
+            if str(answer.getResponseHeader("x-ms-copy-status")) != "success":
+                self._await_azure_copy(client, str(target_file.toUri().getPath()), tracing)
+            return None
+
+        with ThreadPoolExecutor(max_workers=SERVER_SIDE_COPY_THREADS) as pool:
+            outcomes = list(pool.map(copy_one, relative_paths))
+        self.server_side_copies += sum(1 for outcome in outcomes if outcome is None)
+        return sorted(outcome for outcome in outcomes if outcome is not None)
+
+    @staticmethod
+    def _await_azure_copy(client: Any, path: str, tracing: Any) -> None:
+        """Poll the target's properties until its pending copy succeeded; raise if it failed or took too long."""
+        deadline = time.monotonic() + AZURE_COPY_WAIT_SECONDS
+        while True:
+            status = str(
+                client.getPathStatus(path, tracing, None, False).getResult().getResponseHeader("x-ms-copy-status")
+            )
+            if status == "success":
+                return
+            if status != "pending" or time.monotonic() > deadline:
+                raise OSError(f"Copy Blob to {path} ended {status}")
+            time.sleep(AZURE_COPY_POLL_SECONDS)
 
     def rename(self, source: str, target: str) -> bool:
         source_path, target_path = self._path(source), self._path(target)

@@ -14,6 +14,8 @@ from headrace.core.validation import (
     DEFAULT_POLICY,
     USER_OVERRIDABLE_SPARK_CONF,
     TenantPolicy,
+    azure_account_owner,
+    azure_accounts,
     spark_conf_owner,
     validate_spec,
 )
@@ -264,6 +266,13 @@ def test_pod_policy(case: str, overrides: dict[str, Any], field: str | None, set
     assert validate_spec(app_spec, WIDE_POLICY) == []
 
 
+AZ_ID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+AZ_TENANT = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+AZ_IDENTITY = {"clientId": AZ_ID, "tenantId": AZ_TENANT}
+AZ_HOST = "clicks.dfs.core.windows.net"
+AZ_CHECKPOINTS = f"abfss://state@{AZ_HOST}/checkpoints"
+AZ_SAVEPOINTS = f"abfss://state@{AZ_HOST}/savepoints"
+AZURITE = {"endpoint": "https://azurite.azurite.svc:10000", "namespace": "flat"}
 GCS_EVERYTHING = {
     "endpoint": "http://gcs:4443/",
     "projectId": "clicks-prod",
@@ -277,8 +286,11 @@ GCS_EVERYTHING = {
         {"state__s3": {"endpoint": "http://s3.s3.svc:9000", "credentialsSecret": {"name": "s3"}}},
         {"state__savepointDir": "gs://b/s", "state__gcs": GCS_EVERYTHING},
         {"state__checkpointDir": "gs://b/c", "state__gcs": {"serviceAccountKeySecret": {"name": "k"}}},
+        {"state__checkpointDir": AZ_CHECKPOINTS, "state__azure": {**AZURITE, "accountKeySecret": {"name": "k"}}},
+        {"state__savepointDir": AZ_SAVEPOINTS, "state__azure": {"workloadIdentity": AZ_IDENTITY}},
+        {"state__checkpointDir": AZ_CHECKPOINTS, "state__azure": {"managedIdentity": {"clientId": AZ_ID}}},
     ],
-    ids=["s3", "gcs emulator", "gcs key"],
+    ids=["s3", "gcs emulator", "gcs key", "azure emulator key", "azure workload identity", "azure managed identity"],
 )
 def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned(state: dict[str, Any]) -> None:
     """One owner: every Spark key the operator writes is refused in a user's sparkConf, unless it is a
@@ -301,8 +313,13 @@ def test_every_key_the_operator_renders_or_the_runtime_adds_is_owned(state: dict
     )
     settings = RuntimeSettings(pod_ip="10.0.0.1", pod_name="p", state_partitions=4, kubernetes_host="k")
     runtime = sparkconf.merged_conf(settings, {})
+    accounts = azure_accounts(spec(**state))  # an Azure state account's per-account ABFS keys are owned
     unowned = sorted(
-        key for key in {*rendered, *runtime} if spark_conf_owner(key) is None and key not in USER_OVERRIDABLE_SPARK_CONF
+        key
+        for key in {*rendered, *runtime}
+        if spark_conf_owner(key) is None
+        and azure_account_owner(key, accounts) is None
+        and key not in USER_OVERRIDABLE_SPARK_CONF
     )
     assert unowned == []
 
@@ -392,6 +409,9 @@ ROLE = {"roleArn": "arn:aws:iam::123456789012:role/clicks"}
 KEYS = {"name": "keys"}
 GCS_KEY = {"serviceAccountKeySecret": {"name": "gcs-key"}}
 EMULATOR = {"endpoint": "http://gcs.gcs.svc:4443/"}
+AZ_KEY = {"accountKeySecret": {"name": "azure-key"}}
+AZ_STATE = {"state__checkpointDir": AZ_CHECKPOINTS}
+AZ_PLAIN = "abfs://state@devstoreaccount1.dfs.core.windows.net/checkpoints"
 IDENTITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("secret by its block", {"state__s3": {"credentialsSecret": KEYS}}, []),
     ("web identity by its block", {"state__s3": {"webIdentity": ROLE}}, []),
@@ -471,6 +491,79 @@ IDENTITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         "a service account private key in sparkConf",
         {"sparkConf": {"spark.hadoop.fs.gs.auth.service.account.private.key": "x"}},
         ['spec.sparkConf["spark.hadoop.fs.gs.auth.service.account.private.key"]'],
+    ),
+    ("abfss:// state with a key Secret", {"state__checkpointDir": AZ_CHECKPOINTS, "state__azure": AZ_KEY}, []),
+    ("abfss:// state with no block (managed identity)", {"state__checkpointDir": AZ_CHECKPOINTS}, []),
+    ("workload identity by its block", {**AZ_STATE, "state__azure": {"workloadIdentity": AZ_IDENTITY}}, []),
+    ("a user-assigned managed identity", {**AZ_STATE, "state__azure": {"managedIdentity": {"clientId": AZ_ID}}}, []),
+    (
+        "the emulator over plain HTTP with abfs:// and a key",
+        {"state__checkpointDir": AZ_PLAIN, "state__azure": {**AZ_KEY, "endpoint": "http://azurite:10000"}},
+        [],
+    ),
+    ("an Azure block with no abfss:// state", {"state__azure": AZ_KEY}, ["spec.state.azure"]),
+    (
+        "an abfss:// URI without its account",
+        {"state__checkpointDir": "abfss://state/checkpoints", "state__azure": AZ_KEY},
+        ["spec.state.checkpointDir"],
+    ),
+    (
+        "abfss:// to a plain HTTP endpoint",
+        {**AZ_STATE, "state__azure": {**AZ_KEY, "endpoint": "http://azurite:10000"}},
+        ["spec.state.checkpointDir"],
+    ),
+    (
+        "an OAuth mode to a plain HTTP endpoint",
+        {"state__checkpointDir": AZ_PLAIN, "state__azure": {"endpoint": "http://azurite:10000"}},
+        ["spec.state.azure.endpoint"],
+    ),
+    (
+        "the key mode without its Secret",
+        {**AZ_STATE, "state__azure": {"credentialsMode": "accountKeySecret"}},
+        ["spec.state.azure.accountKeySecret"],
+    ),
+    (
+        "workload identity without its identity",
+        {**AZ_STATE, "state__azure": {"credentialsMode": "workloadIdentity"}},
+        ["spec.state.azure.workloadIdentity"],
+    ),
+    (
+        "both Azure blocks, no mode",
+        {**AZ_STATE, "state__azure": {**AZ_KEY, "workloadIdentity": AZ_IDENTITY}},
+        ["spec.state.azure.credentialsMode"],
+    ),
+    (
+        "managed identity with a key Secret",
+        {**AZ_STATE, "state__azure": {**AZ_KEY, "credentialsMode": "managedIdentity"}},
+        ["spec.state.azure.accountKeySecret"],
+    ),
+    (
+        "a key Secret with a managed identity block",
+        {**AZ_STATE, "state__azure": {**AZ_KEY, "managedIdentity": {"clientId": AZ_ID}}},
+        ["spec.state.azure.managedIdentity"],
+    ),
+    (
+        "the state account's auth type in sparkConf",
+        {**AZ_STATE, "sparkConf": {f"spark.hadoop.fs.azure.account.auth.type.{AZ_HOST}": "SharedKey"}},
+        [f'spec.sparkConf["spark.hadoop.fs.azure.account.auth.type.{AZ_HOST}"]'],
+    ),
+    (
+        "another account's auth type in sparkConf is the user's",
+        {**AZ_STATE, "sparkConf": {"spark.hadoop.fs.azure.account.auth.type.input.dfs.core.windows.net": "OAuth"}},
+        [],
+    ),
+    (
+        "the state account's key from a Secret",
+        {
+            **AZ_STATE,
+            "sparkConfFromSecrets": {f"spark.hadoop.fs.azure.account.key.{AZ_HOST}": {"name": "s", "key": "k"}},
+        },
+        [f'spec.sparkConfFromSecrets["spark.hadoop.fs.azure.account.key.{AZ_HOST}"]'],
+    ),
+    (
+        "an account key in sparkConf",
+        {"sparkConf": {"spark.hadoop.fs.azure.account.key.input.dfs.core.windows.net": "x"}},
+        ['spec.sparkConf["spark.hadoop.fs.azure.account.key.input.dfs.core.windows.net"]'],
     ),
     ("annotations on the accounts Headrace makes", {"serviceAccount": {"annotations": {"iam.gke.io/x": "y"}}}, []),
     (

@@ -4,8 +4,10 @@ each GCS credentials mode as the Cloud Storage connector's settings and the key 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
 import yaml
 
 from headrace.render import identity, manifests
@@ -210,3 +212,160 @@ def test_state_on_s3_alone_renders_nothing_of_the_gcs_connector() -> None:
 def test_the_users_sparkconf_replaces_a_gcs_default() -> None:
     conf = manifests.spark_conf(attempt(**GCS_STATE, sparkConf={"spark.hadoop.fs.gs.block.size": "134217728"}))
     assert conf["spark.hadoop.fs.gs.block.size"] == "134217728"
+
+
+AZURE_HOST = "clicks.dfs.core.windows.net"
+AZURE_STATE = {
+    "state__checkpointDir": f"abfss://state@{AZURE_HOST}/checkpoints",
+    "state__savepointDir": f"abfss://state@{AZURE_HOST}/savepoints",
+}
+AZURE_ID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+AZURE_TENANT = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+
+def _azure_conf(conf: dict[str, str]) -> dict[str, str]:
+    """The ABFS settings of the state account, without its suffix; and the global ones, as `*<option>`."""
+    prefix, suffix = "spark.hadoop.fs.azure.", f".{AZURE_HOST}"
+    return {
+        (key.removeprefix(prefix).removesuffix(suffix) if key.endswith(suffix) else "*" + key.removeprefix(prefix)): v
+        for key, v in conf.items()
+        if key.startswith(prefix)
+    }
+
+
+AZURE_MODE_CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
+    (
+        "an account key Secret",
+        {"accountKeySecret": {"name": "azure-key"}},
+        {
+            "account.hns.enabled": "true",
+            "account.auth.type": "SharedKey",
+            "account.keyprovider": "org.apache.hadoop.fs.azurebfs.services.ShellDecryptionKeyProvider",
+            "shellkeyprovider.script": "cat",
+            "account.key": "/var/run/secrets/headrace/azure///accountKey",
+        },
+    ),
+    (
+        "workload identity",
+        {"workloadIdentity": {"clientId": AZURE_ID, "tenantId": AZURE_TENANT}},
+        {
+            "account.hns.enabled": "true",
+            "account.auth.type": "OAuth",
+            "account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.WorkloadIdentityTokenProvider",
+            "account.oauth2.client.id": AZURE_ID,
+            "account.oauth2.msi.tenant": AZURE_TENANT,
+            "account.oauth2.msi.authority": "https://login.microsoftonline.com/",
+            "account.oauth2.token.file": "/var/run/secrets/headrace.dev/azure-identity/token",
+        },
+    ),
+    (
+        "the node's managed identity (no block at all)",
+        {},
+        {
+            "account.hns.enabled": "true",
+            "account.auth.type": "OAuth",
+            "account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider",
+        },
+    ),
+    (
+        "a user-assigned managed identity on a flat account",
+        {"namespace": "flat", "managedIdentity": {"clientId": AZURE_ID}},
+        {
+            "account.hns.enabled": "false",
+            "fns.account.service.type": "BLOB",
+            "account.auth.type": "OAuth",
+            "account.oauth.provider.type": "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider",
+            "account.oauth2.client.id": AZURE_ID,
+        },
+    ),
+    (
+        "an emulator over TLS",
+        {"endpoint": "https://azurite.azurite.svc:10000/", "namespace": "flat", "accountKeySecret": {"name": "k"}},
+        {
+            "account.hns.enabled": "false",
+            "fns.account.service.type": "BLOB",
+            "abfs.endpoint": "azurite.azurite.svc:10000",
+            "account.auth.type": "SharedKey",
+            "account.keyprovider": "org.apache.hadoop.fs.azurebfs.services.ShellDecryptionKeyProvider",
+            "shellkeyprovider.script": "cat",
+            "account.key": "/var/run/secrets/headrace/azure///accountKey",
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "azure", "expected"), AZURE_MODE_CASES, ids=[row[0] for row in AZURE_MODE_CASES])
+def test_each_azure_mode_is_the_connectors_per_account_settings(
+    case: str, azure: dict[str, Any], expected: dict[str, str]
+) -> None:
+    app = attempt(**AZURE_STATE, **({"state__azure": azure} if azure else {}))
+    conf = manifests.spark_conf(app)
+    assert _azure_conf(conf) == expected, case
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"].endswith("FileSystemBasedCheckpointFileManager")
+
+
+def test_a_plain_http_emulator_turns_tls_off_for_abfs_uris_and_uses_the_jdk_client() -> None:
+    azure = {"endpoint": "http://127.0.0.1:10000", "namespace": "flat", "accountKeySecret": {"name": "k"}}
+    state = {"state__checkpointDir": "abfs://state@devstoreaccount1.dfs.core.windows.net/c", "state__azure": azure}
+    conf = manifests.spark_conf(attempt(**state))
+    account = ".devstoreaccount1.dfs.core.windows.net"
+    assert conf["spark.hadoop.fs.azure.always.use.https"] == "false"  # global: the connector has no per-account key
+    assert conf[f"spark.hadoop.fs.azure.abfs.endpoint{account}"] == "127.0.0.1:10000"
+    assert conf[f"spark.hadoop.fs.azure.networking.library{account}"] == "JDK_HTTP_URL_CONNECTION"
+
+
+def test_the_key_settings_value_passes_the_key_providers_base64_check() -> None:
+    value = identity.AZURE_KEY_SETTING_VALUE
+    assert len(value) % 4 == 0
+    assert set(value) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+    assert re.sub("/+", "/", value) == identity.AZURE_KEY_FILE  # one file to the kernel
+
+
+def test_an_azure_key_secret_is_mounted_as_one_file_in_driver_and_executors() -> None:
+    azure = {"accountKeySecret": {"name": "azure-key", "key": "key1"}}
+    app = attempt(**AZURE_STATE, state__azure=azure)
+    for pod in (manifests.driver_pod_manifest(app), _executor_template(**AZURE_STATE, state__azure=azure)):
+        (volume,) = [item for item in pod["spec"]["volumes"] if item["name"] == identity.AZURE_KEY_VOLUME]
+        assert volume["secret"] == {
+            "secretName": "azure-key",
+            "items": [{"key": "key1", "path": "accountKey"}],
+            "defaultMode": 0o444,
+        }
+        container = pod["spec"]["containers"][0]
+        mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
+        assert mounts[identity.AZURE_KEY_VOLUME] == {
+            "name": identity.AZURE_KEY_VOLUME,
+            "mountPath": "/var/run/secrets/headrace/azure",
+            "readOnly": True,
+        }
+        assert "azure-key" not in str(container["env"])  # the key is no environment variable
+    assert "azure-key" not in str(manifests.config_map(app)["data"][manifests.SPARK_DEFAULTS])
+
+
+def test_workload_identity_projects_a_token_for_entra_id_in_driver_and_executors() -> None:
+    azure = {"workloadIdentity": {"clientId": AZURE_ID, "tenantId": AZURE_TENANT, "expirationSeconds": 7200}}
+    app = attempt(**AZURE_STATE, state__azure=azure)
+    for pod in (manifests.driver_pod_manifest(app), _executor_template(**AZURE_STATE, state__azure=azure)):
+        (volume,) = [item for item in pod["spec"]["volumes"] if item["name"] == identity.AZURE_TOKEN_VOLUME]
+        token = {"audience": "api://AzureADTokenExchange", "expirationSeconds": 7200, "path": "token"}
+        assert volume["projected"] == {"sources": [{"serviceAccountToken": token}]}
+        mounts = {mount["name"]: mount for mount in pod["spec"]["containers"][0]["volumeMounts"]}
+        assert mounts[identity.AZURE_TOKEN_VOLUME]["mountPath"] == identity.AZURE_TOKEN_DIR
+
+
+def test_managed_identity_mounts_nothing_and_state_elsewhere_renders_no_abfs_setting() -> None:
+    assert identity.volumes(attempt(**AZURE_STATE).spec) == []
+    assert _azure_conf(manifests.spark_conf(attempt(state__s3={"credentialsMode": "default"}))) == {}
+
+
+def test_two_state_accounts_each_get_the_settings_and_other_accounts_stay_the_users() -> None:
+    state = {
+        "state__checkpointDir": f"abfss://state@{AZURE_HOST}/checkpoints",
+        "state__savepointDir": "abfss://sp@archive.dfs.core.windows.net/savepoints",
+    }
+    other = "spark.hadoop.fs.azure.account.auth.type.input.dfs.core.windows.net"
+    owned = f"spark.hadoop.fs.azure.account.auth.type.{AZURE_HOST}"
+    conf = manifests.spark_conf(attempt(**state, sparkConf={other: "SharedKey", owned: "SharedKey"}))
+    assert conf[owned] == "OAuth"  # a spec that bypassed validation does not replace the mode
+    assert conf["spark.hadoop.fs.azure.account.auth.type.archive.dfs.core.windows.net"] == "OAuth"
+    assert conf[other] == "SharedKey"
