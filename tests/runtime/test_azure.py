@@ -21,24 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from headrace.render import identity, manifests
+from headrace.render import identity
 from testbed import azure
 from testbed.pki import ClusterPKI
-from tests.unit.builders import attempt
+
+from .store_cases import check_replayed_and_copied, rendered_store_conf, run_state_job
 
 pytestmark = pytest.mark.spark
-JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
 AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def _store_conf(checkpoint: str, state: dict[str, object]) -> dict[str, str]:
     """The settings the operator renders for abfs:// state with spec.state.azure `state`, and no others."""
-    rendered = manifests.spark_conf(attempt(state__checkpointDir=checkpoint, state__azure=state))
-    return {
-        key: value
-        for key, value in rendered.items()
-        if key.startswith("spark.hadoop.fs.azure.") or key == "spark.sql.streaming.checkpointFileManagerClass"
-    }
+    return rendered_store_conf(checkpoint, "azure", state, "fs.azure.")
 
 
 def base64_shaped(path: Path) -> str:
@@ -50,12 +45,6 @@ def base64_shaped(path: Path) -> str:
 
 
 def test_checkpoint_on_azure_survives_a_restart_and_copies(tmp_path: Path) -> None:
-    jars = azure.connector_jars()
-    inputs = tmp_path / "input"
-    inputs.mkdir()
-    (inputs / "a.txt").write_text("a\nb\n")
-    (inputs / "b.txt").write_text("a\n")
-    result = tmp_path / "result.json"
     key_dir = Path("/tmp") / f"headraceAzureKey{uuid.uuid4().hex}"  # the test's tmp_path has - and _
     key_dir.mkdir()
     with contextlib.ExitStack() as cleanup, azure.Azurite() as server:
@@ -70,25 +59,10 @@ def test_checkpoint_on_azure_survives_a_restart_and_copies(tmp_path: Path) -> No
         key_file.write_text(azure.ACCOUNT_KEY + "\n")  # as a Secret made from a file often is
         store_conf[key_setting] = base64_shaped(key_file)
         env = {**os.environ, "STATE_CONF": json.dumps(store_conf), "DISPOSE_COPY": "1"}
-        command = [sys.executable, str(JOB), server.endpoint, checkpoint, copy, str(inputs), str(result)]
-        completed = subprocess.run(
-            [*command, ",".join(map(str, jars))], env=env, capture_output=True, text=True, timeout=600, check=False
-        )
-        assert completed.returncode == 0, completed.stderr[-4000:]
-        outcome = json.loads(result.read_text())
+        outcome = run_state_job(tmp_path, server.endpoint, checkpoint, copy, jars=azure.connector_jars(), env=env)
         names = server.names("checkpoints/q/")
         assert server.names("savepoints/sp-1/") == []  # disposed of through Hadoop's FileSystem
-        assert "checkpoints/q/commits/1" in names
-    assert outcome["runs"][0] == {"a": 2, "b": 1}
-    assert outcome["runs"][1] == {"a": 3, "b": 3}  # counted on from the state the first run left in the container
-    # the uncommitted batch replayed over its existing state files, with the same counts, then the new file once
-    assert outcome["batches"] == [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"a": 3, "b": 3}]
-    assert outcome["missing"] == ["offsets/999"]  # asked for, never there
-    assert outcome["copied"] == outcome["files"]
-    assert outcome["copy_left"] is False
-    assert outcome["server_side"] == len(outcome["files"])  # every file copied by the store (Copy Blob)
-    assert any(name.startswith("state/") for name in outcome["files"])
-    assert {f"checkpoints/q/{name}" for name in outcome["files"]} <= set(names)
+    check_replayed_and_copied(outcome, names, disposed=True)  # copied by Copy Blob
 
 
 CLIENT_ID = "0f8fad5b-d9cb-469f-a165-70867728950e"

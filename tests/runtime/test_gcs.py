@@ -18,55 +18,27 @@ import pytest
 
 from headrace.render import identity, manifests
 from testbed import gcs
-from tests.unit.builders import attempt
+
+from .store_cases import check_replayed_and_copied, rendered_store_conf, run_state_job
 
 pytestmark = pytest.mark.spark
-JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
 AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def _store_conf(checkpoint: str, state: dict[str, object]) -> dict[str, str]:
     """The settings the operator renders for gs:// state with spec.state.gcs `state`, and no others."""
-    rendered = manifests.spark_conf(attempt(state__checkpointDir=checkpoint, state__gcs=state))
-    return {
-        key: value
-        for key, value in rendered.items()
-        if key.startswith(("spark.hadoop.fs.gs.", "spark.hadoop.fs.AbstractFileSystem.gs."))
-        or key == "spark.sql.streaming.checkpointFileManagerClass"
-    }
+    return rendered_store_conf(checkpoint, "gcs", state, "fs.gs.", "fs.AbstractFileSystem.gs.")
 
 
 def test_checkpoint_on_gcs_survives_a_restart_and_copies(tmp_path: Path) -> None:
-    jars = gcs.connector_jars()
-    inputs = tmp_path / "input"
-    inputs.mkdir()
-    (inputs / "a.txt").write_text("a\nb\n")
-    (inputs / "b.txt").write_text("a\n")
-    result = tmp_path / "result.json"
     with gcs.FakeGcs() as server:
         checkpoint, copy = f"gs://{server.bucket}/checkpoints/q", f"gs://{server.bucket}/savepoints/sp-1"
         state = {"endpoint": server.endpoint, "credentialsMode": "unauthenticatedEmulator"}
-        store_conf = _store_conf(checkpoint, state)
-        env = {**os.environ, "STATE_CONF": json.dumps(store_conf), "DISPOSE_COPY": "1"}
-        command = [sys.executable, str(JOB), server.endpoint, checkpoint, copy, str(inputs), str(result)]
-        completed = subprocess.run(
-            [*command, ",".join(map(str, jars))], env=env, capture_output=True, text=True, timeout=600, check=False
-        )
-        assert completed.returncode == 0, completed.stderr[-4000:]
-        outcome = json.loads(result.read_text())
+        env = {**os.environ, "STATE_CONF": json.dumps(_store_conf(checkpoint, state)), "DISPOSE_COPY": "1"}
+        outcome = run_state_job(tmp_path, server.endpoint, checkpoint, copy, jars=gcs.connector_jars(), env=env)
         names = server.names("checkpoints/q/")
         assert server.names("savepoints/sp-1/") == []  # disposed of through Hadoop's FileSystem
-        assert "checkpoints/q/commits/1" in names
-    assert outcome["runs"][0] == {"a": 2, "b": 1}
-    assert outcome["runs"][1] == {"a": 3, "b": 3}  # counted on from the state the first run left on GCS
-    # the uncommitted batch replayed over its existing state files, with the same counts, then the new file once
-    assert outcome["batches"] == [{"a": 2, "b": 1}, {"a": 2, "b": 1}, {"a": 3, "b": 3}]
-    assert outcome["missing"] == ["offsets/999"]  # asked for, never there
-    assert outcome["copied"] == outcome["files"]
-    assert outcome["copy_left"] is False
-    assert outcome["server_side"] == len(outcome["files"])  # every file copied by the store (the connector's copy)
-    assert any(name.startswith("state/") for name in outcome["files"])
-    assert {f"checkpoints/q/{name}" for name in outcome["files"]} <= set(names)
+    check_replayed_and_copied(outcome, names, disposed=True)
 
 
 @pytest.mark.parametrize("mode", ["serviceAccountKeySecret", "default"])
