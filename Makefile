@@ -26,7 +26,7 @@ unit: setup
 	$(UV) run pytest tests/unit -q
 
 # Everything: lint, unit, runtime (real PySpark + Kafka), integration (real API server) and
-# end-to-end (a real single-node cluster built here). The first run builds Kubernetes from source,
+# end-to-end (a real single-node cluster built here). The first run builds Kubernetes (and the kind node image) from source,
 # once, before two pytest workers start: one runs the tests that need the machine's one real node
 # (tests/e2e, tests/testbed) in order, the other everything else (tests/conftest.py).
 test: lint

@@ -267,10 +267,11 @@ def ensure_binaries() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m testbed.build`: build the testbed binaries and resolve the Kafka jars into the cache.
+    """`python -m testbed.build`: build the testbed binaries, resolve the Kafka jars and build the kind node image
+    into the cache.
 
-    `make test` runs it before the two pytest workers start, so they never build or download the same
-    thing at once on a cold cache."""
+    `make test` runs it before the two pytest workers start, so they never build or download the same thing at once
+    on a cold cache, and no test's fixture pays the node image's build inside its time-out."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.parse_args(argv)
     print(ensure_binaries())
@@ -293,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     from testbed import kafka  # the broker's and Spark's Kafka jars, resolved once into the Maven cache
 
     print(*kafka.broker_jars()[:1], *kafka.spark_kafka_jars()[:1], sep="\n")
+    from testbed.kind import nodeimage, tools  # the kind cluster's tool and node image (10-12 min cold on 2 cores)
+
+    print(tools.ensure_kind())
+    print(nodeimage.build_node_image())
     return 0
 
 
