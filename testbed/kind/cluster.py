@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -180,7 +181,7 @@ def host_state() -> HostState:
         networks=frozenset(_podman("network", "ls", "--format", "{{.Name}}").split()),
         links=frozenset(_link_name(line) for line in links.splitlines() if _podman_link(line)),
         mounts=frozenset(line.split()[4] for line in mounts if _cluster_mount(line.split()[4])),
-        iptables=frozenset(rule for rule in _iptables_rules() if "NETAVARK" in rule),
+        iptables=_netavark_rules(),
     )
 
 
@@ -414,13 +415,44 @@ _PARTITIONED_CHAINS = ("PREROUTING", "POSTROUTING")
 
 @contextlib.contextmanager
 def running_cluster(workdir: Path, *, name: str = CLUSTER_NAME) -> Iterator[PodmanKindCluster]:
-    """A cluster up for the block, deleted after it even when creating it fails half way."""
+    """A cluster up for the block, deleted after it even when creating it fails half way; the netavark chains its
+    network added to the host removed with it."""
+    before = _netavark_rules()
     cluster = PodmanKindCluster(name, workdir=workdir)
     try:
         cluster.create()
         yield cluster
     finally:
         cluster.delete()
+        remove_added_netavark_rules(before)
+
+
+def _netavark_rules() -> frozenset[str]:
+    return frozenset(rule for rule in _iptables_rules() if "NETAVARK" in rule)
+
+
+def netavark_removals(added: frozenset[str]) -> list[list[str]]:
+    """The iptables commands that remove `added` (lines of ``iptables -S`` as `_iptables_rules` names them): every
+    rule first (``-A`` becomes ``-D``), then the chains, which must be empty and unreferenced by then."""
+    rules, chains = [], []
+    for line in sorted(added):
+        table, spec = line.split(": ", 1)
+        words = shlex.split(spec)
+        if words[0] == "-A":
+            rules.append(["iptables", "-t", table, "-D", *words[1:]])
+        elif words[0] == "-N":
+            chains.append(["iptables", "-t", table, "-X", words[1]])
+    return rules + chains
+
+
+def remove_added_netavark_rules(before: frozenset[str]) -> None:
+    """Remove the netavark rules and chains that were not on the host `before` (netavark makes its host-wide base
+    chains the first time a podman network is used and never removes them), unless a podman container is still
+    there (another user's may need them)."""
+    if _podman("ps", "-aq", check=False).strip():
+        return
+    for command in netavark_removals(_netavark_rules() - before):
+        subprocess.run(command, check=False, capture_output=True)
 
 
 def _timed(label: str, started: float) -> None:

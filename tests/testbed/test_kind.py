@@ -195,3 +195,22 @@ def test_workers_that_take_no_new_pods_are_named_with_why() -> None:
         "drained": "cordoned",
         "healed": "tainted node.kubernetes.io/unreachable",
     }
+
+
+def test_the_netavark_chains_a_cluster_added_are_removed_rules_first_then_chains() -> None:
+    added = frozenset(
+        {
+            "nat: -N NETAVARK-HOSTPORT-DNAT",
+            "nat: -A PREROUTING -m addrtype --dst-type LOCAL -j NETAVARK-HOSTPORT-DNAT",
+            'filter: -A FORWARD -m comment --comment "netavark firewall plugin rules" -j NETAVARK_FORWARD',
+            "filter: -N NETAVARK_FORWARD",
+        }
+    )
+    assert cluster.netavark_removals(added) == [
+        ["iptables", "-t", "filter", "-D", "FORWARD", "-m", "comment", "--comment", "netavark firewall plugin rules",
+         "-j", "NETAVARK_FORWARD"],
+        ["iptables", "-t", "nat", "-D", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j",
+         "NETAVARK-HOSTPORT-DNAT"],
+        ["iptables", "-t", "filter", "-X", "NETAVARK_FORWARD"],
+        ["iptables", "-t", "nat", "-X", "NETAVARK-HOSTPORT-DNAT"],
+    ]  # fmt: skip
