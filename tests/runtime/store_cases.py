@@ -41,6 +41,10 @@ def run_state_job(
     (inputs / "a.txt").write_text("a\nb\n")
     (inputs / "b.txt").write_text("a\n")
     result = tmp_path / "result.json"
+    scratch = tmp_path / "tmp"  # Spark's and the JVM's temporary files stay in the test's directory, not in /tmp
+    scratch.mkdir()
+    env = {**env, "TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)}
+    env["JDK_JAVA_OPTIONS"] = f"-Djava.io.tmpdir={scratch}"
     command = [sys.executable, str(JOB), endpoint, checkpoint, copy, str(inputs), str(result)]
     completed = subprocess.run(
         [*command, ",".join(map(str, jars))], env=env, capture_output=True, text=True, timeout=600, check=False
