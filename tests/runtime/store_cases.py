@@ -17,6 +17,7 @@ from headrace.render import manifests
 from tests.unit.builders import attempt
 
 JOB = Path(__file__).parent / "jobs" / "object_store_state.py"
+AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def rendered_store_conf(checkpoint: str, block: str, state: dict[str, object], *prefixes: str) -> dict[str, str]:
@@ -41,17 +42,27 @@ def run_state_job(
     (inputs / "a.txt").write_text("a\nb\n")
     (inputs / "b.txt").write_text("a\n")
     result = tmp_path / "result.json"
-    scratch = tmp_path / "tmp"  # Spark's and the JVM's temporary files stay in the test's directory, not in /tmp
-    scratch.mkdir()
-    env = {**env, "TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)}
-    env["JDK_JAVA_OPTIONS"] = f"-Djava.io.tmpdir={scratch}"
     command = [sys.executable, str(JOB), endpoint, checkpoint, copy, str(inputs), str(result)]
-    completed = subprocess.run(
-        [*command, ",".join(map(str, jars))], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
+    _run_job(tmp_path, [*command, ",".join(map(str, jars))], env, timeout=600)
     outcome: dict[str, Any] = json.loads(result.read_text())
     return outcome
+
+
+def run_auth_job(tmp_path: Path, targets: str, *, jars: list[Path], env: dict[str, str]) -> str:
+    """Run jobs/object_store_auth.py (it writes and reads each of the comma-separated `targets` with the settings in
+    `env`'s STATE_CONF); its standard output."""
+    return _run_job(tmp_path, [sys.executable, str(AUTH_JOB), targets, ",".join(map(str, jars))], env, timeout=300)
+
+
+def _run_job(tmp_path: Path, command: list[str], env: dict[str, str], *, timeout: int) -> str:
+    """Run a job to its end with Spark's and the JVM's temporary files in the test's directory (not in /tmp)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    env = {**env, "TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)}
+    env["JDK_JAVA_OPTIONS"] = f"-Djava.io.tmpdir={scratch}"
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return completed.stdout
 
 
 def check_replayed_and_copied(outcome: dict[str, Any], names: list[str], *, disposed: bool) -> None:

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -25,10 +24,9 @@ from headrace.render import identity
 from testbed import azure
 from testbed.pki import ClusterPKI
 
-from .store_cases import check_replayed_and_copied, rendered_store_conf, run_state_job
+from .store_cases import check_replayed_and_copied, rendered_store_conf, run_auth_job, run_state_job
 
 pytestmark = pytest.mark.spark
-AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def _store_conf(checkpoint: str, state: dict[str, object]) -> dict[str, str]:
@@ -110,17 +108,8 @@ def test_both_oauth_modes_fetch_their_tokens_the_way_the_connector_does(tmp_path
         env["JAVA_TOOL_OPTIONS"] = (
             f"-Djavax.net.ssl.trustStore={truststore} -Djavax.net.ssl.trustStorePassword=changeit"
         )
-        jars = ",".join(map(str, azure.connector_jars()))
-        completed = subprocess.run(
-            [sys.executable, str(AUTH_JOB), f"{workload},{managed}", jars],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert completed.returncode == 0, completed.stderr[-4000:]
-        assert completed.stdout.count("ROWS 2") == 2, completed.stdout
+        stdout = run_auth_job(tmp_path, f"{workload},{managed}", jars=azure.connector_jars(), env=env)
+        assert stdout.count("ROWS 2") == 2, stdout
         assert server.names("auth/workload/")
         assert server.names("auth/managed/", MANAGED_ACCOUNT)
         assert not server.names("auth/managed/")  # each target in its own account

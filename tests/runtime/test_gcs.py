@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,10 +17,9 @@ import pytest
 from headrace.render import identity, manifests
 from testbed import gcs
 
-from .store_cases import check_replayed_and_copied, rendered_store_conf, run_state_job
+from .store_cases import check_replayed_and_copied, rendered_store_conf, run_auth_job, run_state_job
 
 pytestmark = pytest.mark.spark
-AUTH_JOB = Path(__file__).parent / "jobs" / "object_store_auth.py"
 
 
 def _store_conf(checkpoint: str, state: dict[str, object]) -> dict[str, str]:
@@ -63,17 +60,8 @@ def test_a_credentials_mode_fetches_its_token_the_way_the_connector_does(mode: s
             expected = "metadata"
         store_conf[manifests.GCS_MOVE_SETTING] = "false"  # the emulator lacks objects.moveTo (Cloud Storage has it)
         env["STATE_CONF"] = json.dumps(store_conf)
-        jars = ",".join(map(str, gcs.connector_jars()))
-        completed = subprocess.run(
-            [sys.executable, str(AUTH_JOB), target, jars],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert completed.returncode == 0, completed.stderr[-4000:]
-        assert "ROWS 2" in completed.stdout
+        stdout = run_auth_job(tmp_path, target, jars=gcs.connector_jars(), env=env)
+        assert "ROWS 2" in stdout
         assert server.names(f"auth/{mode}/")
     assert expected in tokens.grants, tokens.grants
     assert set(tokens.grants) == {expected}
