@@ -213,7 +213,26 @@ def windowed_counts_manifest(
     spec["upgradeMode"] = "last-state"
     spec["savepoints"] = {"retain": 3}
     spec.update(spec_overrides)
+    with_test_jvm_options(spec)
     return manifest
+
+
+# JVM options for the drivers and executors of the apps the tests deploy, set by tests/conftest.py (never by the
+# quick start or the benches, which run what users run): `-XX:TieredStopAtLevel=1`. A test's JVM lives for seconds
+# to minutes on 2 cores shared by two workers, where C2's compiler threads cost more than they save: a short Spark
+# job's JVM used half the CPU with C1 alone (25-28 s against 49-55 s, measured 2026-12-02).
+TEST_JVM_OPTIONS_ENV = "TESTBED_JVM_OPTIONS"
+JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def with_test_jvm_options(spec: dict[str, Any]) -> None:
+    """Append `$TESTBED_JVM_OPTIONS` (if set) to the spec's driver and executor JVM options."""
+    options = os.environ.get(TEST_JVM_OPTIONS_ENV, "").strip()
+    if not options:
+        return
+    conf = spec.setdefault("sparkConf", {})
+    for key in JVM_OPTION_KEYS:
+        conf[key] = " ".join(part for part in (str(conf.get(key, "")).strip(), options) if part)
 
 
 # Directories pods read through a hostPath live here: every ancestor is world-traversable, wherever the

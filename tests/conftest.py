@@ -11,6 +11,7 @@ markers themselves are declared in pyproject.toml.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +23,15 @@ from testbed.controlplane import (
     delete_namespace,
     ensure_control_plane_binaries,
 )
+from testbed.scenario import TEST_JVM_OPTIONS_ENV
+
+# The JVMs the tests start compile with C1 only: they live for seconds to minutes on 2 shared cores, where C2's
+# compiler threads cost more CPU than they save (half of a short Spark job's CPU, testbed/scenario.py). Local
+# drivers read SPARK_SUBMIT_OPTS (spark-submit's and headrace.runtime.jvm's launchers); the pods of the apps the
+# tests deploy get TESTBED_JVM_OPTIONS as their extraJavaOptions. A value set outside wins; an empty one turns it off.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+os.environ.setdefault(TEST_JVM_OPTIONS_ENV, TEST_JVM_OPTIONS)
 
 # Packages whose tests start the machine's one real node (or build what it runs). Under `pytest -n 2`
 # (`make test`) they run in collection order on one worker, everything else on the other.

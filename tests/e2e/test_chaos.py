@@ -88,6 +88,18 @@ def test_the_faults_are_survived_with_nothing_duplicated_wrong_or_lost(
         assert outcome.survived
 
 
+STARTUP_STEPS = ("pod created", "container started", "JVM", "SparkContext", "queries started", "first batch")
+
+
+def test_each_recovery_is_explained_step_by_step(run: chaos.Chaos) -> None:
+    """The operator's FirstBatch event for a driver started after a failure says where its seconds went."""
+    events = chaos.retrying(run.app.first_batch_events) or []
+    after_failures = [message for message in events if "after the failure at" in message]
+    assert after_failures, "no FirstBatch event of a driver started after a failure"
+    explained = [message for message in after_failures if all(f"{step} +" in message for step in STARTUP_STEPS)]
+    assert explained, f"no FirstBatch event names every start-up step {STARTUP_STEPS}: {after_failures}"
+
+
 def test_once_caught_up_the_sink_holds_every_produced_event_exactly_once(
     run: chaos.Chaos, figures: chaos.Figures
 ) -> None:

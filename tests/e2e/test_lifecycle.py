@@ -8,7 +8,8 @@ redeploy (spec.redeployNonce) from a savepoint taken batches earlier into a new 
 (both outputs: each window once, the same count where both hold it) is then checked against the
 input. Then a stateless upgrade to a new output: the new run starts with empty state and re-reads the
 file source from its start, so the new output holds every input event exactly once on its own (the
-documented stateless behaviour for a file source). Last, the app is deleted with a final savepoint.
+documented stateless behaviour for a file source). Last, the app is deleted with a final savepoint, and nothing
+it owned is left.
 """
 
 from __future__ import annotations
@@ -275,3 +276,13 @@ def test_deletion_takes_a_final_savepoint(e2e: E2E, app: scenario.AppHandle) -> 
     assert app.local_path(final[0]["status"]["path"]).is_dir()
     # posted right after the finalizer is released: kubectl may return first
     app.wait(lambda: "FinalSavepoint" in _events(app), 30, "the FinalSavepoint event")
+    app.wait(lambda: not _owned_leftovers(app), 180, "the app's pods, services and configmaps to be collected")
+
+
+def _owned_leftovers(app: scenario.AppHandle) -> list[str]:
+    """What is left of the deleted app in its namespace: any pod, and its labelled services and configmaps."""
+    core, namespace, selector = app.core, app.namespace, f"{names.APP}={scenario.APP}"
+    found = [pod.metadata.name for pod in core.list_namespaced_pod(namespace).items]
+    found += [item.metadata.name for item in core.list_namespaced_service(namespace, label_selector=selector).items]
+    found += [item.metadata.name for item in core.list_namespaced_config_map(namespace, label_selector=selector).items]
+    return found

@@ -15,7 +15,7 @@ from .harness import RuntimeProcess, commits, expected_counts, finish_bounded, w
 
 pytestmark = pytest.mark.spark
 
-FILES, EVENTS_PER_FILE, KILLS = 16, 40, 3
+FILES, EVENTS_PER_FILE, KILLS = 16, 40, 2
 
 
 def sink_rows(spark: Any, output: Path) -> list[tuple[float, str, int]]:
