@@ -91,7 +91,8 @@ def test_a_deleted_driver_is_replaced_by_the_warm_standby(warm: scenario.AppHand
         old = _current(warm)
         deleted_at, clock = time.time(), time.monotonic()
         warm.core.delete_namespaced_pod(old, warm.namespace)
-        warm.wait(lambda: _current(warm) == standby.metadata.name, 120, "the standby as the current driver")
+        # a bound, not a figure (that is printed below): under CI's load the promotion took over 120 s once
+        warm.wait(lambda: _current(warm) == standby.metadata.name, 240, "the standby as the current driver")
         warm.wait(lambda: warm.commits_after(deleted_at + 1), 300, "a batch committed by the promoted standby")
         took = time.monotonic() - clock
         print(f"driver deleted -> first batch of the promoted standby: {took:.1f}s", end="")
